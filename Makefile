@@ -1,0 +1,40 @@
+# The README's two commands: `make book` and `make test`. Both create or
+# update .venv from this project's own files first.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+# 2 cores, 4+ ranks: let MPICH ranks yield the CPU instead of spinning.
+export MPIR_CVAR_CH4_PROGRESS_THROTTLE ?= 1
+export MPIR_CVAR_POLLS_BEFORE_YIELD ?= 100
+export PYDEVD_DISABLE_FILE_VALIDATION := 1
+
+.PHONY: venv test unit book lab clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[mpi,book,test]"
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+	touch $(STAMP)
+
+## every test: unit, multi-process (sockets and mpiexec), notebooks, the book build
+test: venv
+	$(BIN)/python -m pytest -q
+
+## fast unit tests only
+unit: venv
+	$(BIN)/python -m pytest -q -m "not mpi and not multiproc and not slow"
+
+## the executed static site in _build/html
+book: venv
+	WARMUP_KIT_STATIC=1 $(BIN)/jupyter-book build . -W -n --keep-going
+
+## JupyterLab on the book
+lab: venv
+	$(BIN)/jupyter lab book/
+
+clean:
+	rm -rf _build .pytest_cache

@@ -1,0 +1,78 @@
+"""Registry of collective algorithms: name -> schedule builder.
+
+Every builder takes the number of ranks N (any N >= 1) and returns a
+:class:`~warmup_kit.schedule.Schedule`. :func:`build` caches them.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Callable
+
+from ..schedule import Schedule
+from .alltoall import direct_all_to_all
+from .hierarchical import default_ranks_per_node, hierarchical_allreduce
+from .naive import naive_allreduce
+from .recursive import rabenseifner_allreduce, recursive_doubling_allreduce
+from .ring import ring_all_gather, ring_allreduce, ring_reduce_scatter
+from .tree import (binomial_broadcast, binomial_reduce, double_tree_allreduce,
+                   tree_allreduce)
+
+ALLREDUCE: dict[str, Callable[..., Schedule]] = {
+    "naive": naive_allreduce,
+    "ring": ring_allreduce,
+    "tree": tree_allreduce,
+    "double_tree": double_tree_allreduce,
+    "recursive_doubling": recursive_doubling_allreduce,
+    "rabenseifner": rabenseifner_allreduce,
+    "hierarchical": hierarchical_allreduce,
+}
+
+REGISTRY: dict[str, dict[str, Callable[..., Schedule]]] = {
+    "allreduce": ALLREDUCE,
+    "reduce_scatter": {"ring": ring_reduce_scatter},
+    "all_gather": {"ring": ring_all_gather},
+    "broadcast": {"tree": binomial_broadcast},
+    "reduce": {"tree": binomial_reduce},
+    "all_to_all": {"direct": direct_all_to_all},
+}
+
+ALGORITHMS: tuple[str, ...] = tuple(ALLREDUCE)
+
+
+def algorithms_for(collective: str) -> tuple[str, ...]:
+    """Names of the algorithms registered for ``collective``."""
+    if collective not in REGISTRY:
+        raise ValueError(f"unknown collective {collective!r}; "
+                         f"choose from {sorted(REGISTRY)}")
+    return tuple(REGISTRY[collective])
+
+
+def default_algorithm(collective: str) -> str:
+    """The algorithm used when none is named."""
+    return algorithms_for(collective)[0] if collective != "allreduce" else "ring"
+
+
+@lru_cache(maxsize=512)
+def build(collective: str, algorithm: str, n: int, *, root: int = 0,
+          ranks_per_node: int | None = None) -> Schedule:
+    """The schedule of ``algorithm`` for ``collective`` on ``n`` ranks."""
+    table = REGISTRY.get(collective)
+    if table is None:
+        raise ValueError(f"unknown collective {collective!r}; "
+                         f"choose from {sorted(REGISTRY)}")
+    if algorithm not in table:
+        raise ValueError(f"unknown {collective} algorithm {algorithm!r}; "
+                         f"choose from {sorted(table)}")
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"number of ranks must be an int >= 1, got {n!r}")
+    if collective in ("broadcast", "reduce"):
+        if not 0 <= root < n:
+            raise ValueError(f"root {root} out of range for {n} ranks")
+        return table[algorithm](n, root)
+    if algorithm == "hierarchical":
+        return table[algorithm](n, ranks_per_node)
+    return table[algorithm](n)
+
+
+__all__ = ["ALGORITHMS", "REGISTRY", "algorithms_for", "build",
+           "default_algorithm", "default_ranks_per_node"]

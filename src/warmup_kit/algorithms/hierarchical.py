@@ -1,0 +1,60 @@
+"""Two-level (hierarchical) all-reduce (book, Chapters 4 and 6).
+
+Ranks form groups of ``ranks_per_node`` consecutive ranks (one group per
+node or NVLink island). Inside each group: ring reduce-scatter, so local
+rank l holds block l summed over its group. Across groups: ring all-reduce
+of block l among the ranks with the same local rank l (one ring per local
+rank, all running side by side: one NIC each, as rails do). Inside each group
+again: ring all-gather. Only 2 (G-1)/G * V/g per rank crosses the slow links
+(G groups of g ranks), against 2 (N-1)/N * V for a flat ring.
+
+A last group smaller than the others is allowed: its ranks own several blocks.
+"""
+from __future__ import annotations
+
+import math
+
+from ..schedule import Schedule, concat_rounds, merge_rounds
+from .ring import ring_all_gather_rounds, ring_reduce_scatter_rounds
+
+
+def default_ranks_per_node(n: int) -> int:
+    """A square-ish two-level split: largest divisor of N up to sqrt(N)
+    (N itself when N is prime, which makes one group: a flat ring)."""
+    best = 1
+    for g in range(2, math.isqrt(n) + 1):
+        if n % g == 0:
+            best = g
+    return best if best > 1 else n
+
+
+def hierarchical_allreduce(n: int, ranks_per_node: int | None = None
+                           ) -> Schedule:
+    """Reduce-scatter inside groups, all-reduce across, all-gather inside."""
+    g = default_ranks_per_node(n) if ranks_per_node is None else ranks_per_node
+    if g < 1:
+        raise ValueError(f"ranks_per_node must be >= 1, got {g}")
+    g = min(g, n)
+    n_groups = -(-n // g)
+    groups = [list(range(s, min(s + g, n))) for s in range(0, n, g)]
+
+    def block(b: int) -> tuple[int, ...]:
+        return tuple(range(b * n_groups, (b + 1) * n_groups))
+
+    def owned(size: int) -> list[tuple[int, ...]]:
+        # local rank l owns the blocks b with b % size == l
+        return [tuple(c for b in range(l, g, size) for c in block(b))
+                for l in range(size)]
+
+    intra_rs = merge_rounds(*(ring_reduce_scatter_rounds(m, owned(len(m)))
+                              for m in groups))
+    cross = []
+    for b in range(g):
+        owners = [m[b % len(m)] for m in groups]
+        sub = [(c,) for c in block(b)]
+        cross.append(ring_reduce_scatter_rounds(owners, sub)
+                     + ring_all_gather_rounds(owners, sub))
+    intra_ag = merge_rounds(*(ring_all_gather_rounds(m, owned(len(m)))
+                              for m in groups))
+    rounds = concat_rounds(intra_rs, merge_rounds(*cross), intra_ag)
+    return Schedule("hierarchical", "allreduce", n, g * n_groups, rounds)

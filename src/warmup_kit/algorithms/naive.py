@@ -1,0 +1,16 @@
+"""Naive all-reduce: everyone sends its whole buffer to everyone (Chapter 3).
+
+One round; each rank then sums the N buffers in rank order. It moves
+(N-1) V per rank, N/2 times what the ring moves: the baseline the book
+compares against.
+"""
+from __future__ import annotations
+
+from ..schedule import Schedule, Transfer
+
+
+def naive_allreduce(n: int) -> Schedule:
+    """All-gather every full buffer, then reduce locally."""
+    rnd = [Transfer(src, dst, (0,), reduce=True)
+           for src in range(n) for dst in range(n) if src != dst]
+    return Schedule("naive", "allreduce", n, 1, [rnd] if rnd else [])

@@ -1,0 +1,82 @@
+"""Tree algorithms (book, Chapter 4).
+
+* ``tree``: a binary tree (heap layout, rank 0 at the root): reduce up,
+  broadcast down. About 2 log2 N rounds, each moving the whole buffer.
+* ``double_tree``: two complementary binary trees, each carrying half of the
+  buffer, as NCCL does (Sanders, Speck and Träff 2009): the interior ranks of
+  one tree are the leaves of the other, so no rank's links carry the whole
+  buffer twice.
+* binomial-tree broadcast and reduce from any root (MPICH's short-message
+  algorithms; Thakur, Rabenseifner and Gropp 2005).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..schedule import Schedule, Transfer, merge_rounds
+
+
+def _depth(i: int) -> int:
+    return (i + 1).bit_length() - 1
+
+
+def tree_reduce_rounds(order: Sequence[int], chunks: tuple[int, ...]
+                       ) -> list[list[Transfer]]:
+    """Reduce ``chunks`` up a heap-shaped binary tree over ``order``.
+
+    ``order[0]`` is the root; the parent of position i is (i - 1) // 2.
+    The deepest level sends first.
+    """
+    n = len(order)
+    if n < 2:
+        return []
+    top = _depth(n - 1)
+    return [[Transfer(order[i], order[(i - 1) // 2], chunks, reduce=True)
+             for i in range(1, n) if _depth(i) == d]
+            for d in range(top, 0, -1)]
+
+
+def tree_broadcast_rounds(order: Sequence[int], chunks: tuple[int, ...]
+                          ) -> list[list[Transfer]]:
+    """Broadcast ``chunks`` down the same tree, root first."""
+    n = len(order)
+    if n < 2:
+        return []
+    top = _depth(n - 1)
+    return [[Transfer(order[(i - 1) // 2], order[i], chunks)
+             for i in range(1, n) if _depth(i) == d]
+            for d in range(1, top + 1)]
+
+
+def tree_allreduce(n: int) -> Schedule:
+    """Binary-tree all-reduce: reduce to rank 0, then broadcast."""
+    order = list(range(n))
+    rounds = tree_reduce_rounds(order, (0,)) + tree_broadcast_rounds(order, (0,))
+    return Schedule("tree", "allreduce", n, 1, rounds)
+
+
+def double_tree_allreduce(n: int) -> Schedule:
+    """Two mirrored binary trees, one per half of the buffer."""
+    a, b = list(range(n)), list(range(n - 1, -1, -1))
+    up = merge_rounds(tree_reduce_rounds(a, (0,)), tree_reduce_rounds(b, (1,)))
+    down = merge_rounds(tree_broadcast_rounds(a, (0,)),
+                        tree_broadcast_rounds(b, (1,)))
+    return Schedule("double_tree", "allreduce", n, 2, up + down)
+
+
+def binomial_broadcast(n: int, root: int = 0) -> Schedule:
+    """Binomial-tree broadcast: ceil(log2 N) rounds, the holders double."""
+    rounds, mask = [], 1
+    while mask < n:
+        rounds.append([Transfer((v + root) % n, (v + mask + root) % n, (0,))
+                       for v in range(mask) if v + mask < n])
+        mask <<= 1
+    return Schedule("tree", "broadcast", n, 1, rounds, root=root)
+
+
+def binomial_reduce(n: int, root: int = 0) -> Schedule:
+    """Binomial-tree reduce: the broadcast run backwards, adding on the way."""
+    bcast = binomial_broadcast(n, root)
+    rounds = [[Transfer(t.dst, t.src, t.chunks, reduce=True) for t in rnd]
+              for rnd in reversed(bcast.rounds)]
+    return Schedule("tree", "reduce", n, 1, rounds, root=root)

@@ -1,0 +1,314 @@
+"""Schedules: one data structure per collective algorithm (book, Chapter 3).
+
+A :class:`Schedule` says, round by round, which rank sends which chunks of its
+buffer to which rank, and whether the receiver *reduces* them into its own
+chunks or *copies* them over. The same object is executed on a real
+communicator (:mod:`warmup_kit.execute`), verified symbolically
+(:func:`verify`), costed on a topology (:mod:`warmup_kit.simulate`) and drawn
+(:mod:`warmup_kit.plots`).
+
+Semantics of a round (the executor and :func:`verify` both follow them):
+
+* every send of a round reads the buffer as it was at the start of the round;
+* a copy overwrites the destination chunk; a chunk may be copied into at most
+  once per round, and not copied and reduced in the same round;
+* several reduces into one chunk in one round are combined in ascending order
+  of the rank they come from, with the receiver's own value keyed by its own
+  rank. Every rank that computes the same chunk therefore applies the
+  operator to the same operands in the same order: results are bit-for-bit
+  identical across ranks.
+
+The buffer of ``count`` elements (or rows) is cut into ``chunks`` contiguous
+pieces like :func:`numpy.array_split`: the first ``count % chunks`` pieces are
+one element longer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+COLLECTIVES = ("allreduce", "reduce_scatter", "all_gather", "broadcast",
+               "reduce", "all_to_all")
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """One message: ``src`` sends its chunks ``chunks`` to ``dst``.
+
+    ``dst_chunks`` (same length) names where they land on ``dst``; by default
+    the same chunk indices. ``reduce`` combines them into what ``dst`` holds
+    instead of overwriting it.
+    """
+
+    src: int
+    dst: int
+    chunks: tuple[int, ...]
+    reduce: bool = False
+    dst_chunks: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.chunks, int):
+            object.__setattr__(self, "chunks", (self.chunks,))
+        else:
+            object.__setattr__(self, "chunks", tuple(self.chunks))
+        if self.dst_chunks is not None:
+            dc = tuple(self.dst_chunks)
+            if len(dc) != len(self.chunks):
+                raise ValueError("dst_chunks must be as long as chunks")
+            object.__setattr__(self, "dst_chunks",
+                               None if dc == self.chunks else dc)
+        if self.src == self.dst:
+            raise ValueError(f"transfer from rank {self.src} to itself")
+        if not self.chunks:
+            raise ValueError("a transfer carries at least one chunk")
+
+    @property
+    def targets(self) -> tuple[int, ...]:
+        """Chunk indices written on the receiver."""
+        return self.dst_chunks if self.dst_chunks is not None else self.chunks
+
+
+@dataclass
+class Schedule:
+    """A collective algorithm as rounds of transfers.
+
+    Attributes:
+        name: algorithm name, e.g. ``"ring"``.
+        collective: one of :data:`COLLECTIVES`.
+        ranks: number of ranks N.
+        chunks: number of pieces the buffer is cut into.
+        rounds: list of rounds, each a list of :class:`Transfer`.
+        root: root rank for broadcast and reduce, else ``None``.
+    """
+
+    name: str
+    collective: str
+    ranks: int
+    chunks: int
+    rounds: list[list[Transfer]] = field(default_factory=list)
+    root: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.collective not in COLLECTIVES:
+            raise ValueError(f"unknown collective {self.collective!r}")
+        if self.ranks < 1 or self.chunks < 1:
+            raise ValueError("a schedule needs ranks >= 1 and chunks >= 1")
+        for k, rnd in enumerate(self.rounds):
+            for t in rnd:
+                for r in (t.src, t.dst):
+                    if not 0 <= r < self.ranks:
+                        raise ValueError(f"round {k}: rank {r} out of range")
+                for c in t.chunks + t.targets:
+                    if not 0 <= c < self.chunks:
+                        raise ValueError(f"round {k}: chunk {c} out of range")
+
+    @property
+    def steps(self) -> int:
+        """Number of rounds (the latency term counts these)."""
+        return len(self.rounds)
+
+    def describe(self, rank: int | None = None) -> list[str]:
+        """Human-readable lines, ``[round k] send chunk 3 -> rank 1``."""
+        out = []
+        for k, rnd in enumerate(self.rounds):
+            for t in rnd:
+                if rank is not None and rank not in (t.src, t.dst):
+                    continue
+                verb = "reduce" if t.reduce else "copy"
+                ch = ",".join(map(str, t.chunks))
+                out.append(f"[round {k}] rank {t.src} -> rank {t.dst}: "
+                           f"{verb} chunk {ch}")
+        return out
+
+
+# ----------------------------------------------------------------- chunking
+def chunk_bounds(count: int, chunks: int) -> list[tuple[int, int]]:
+    """``[start, stop)`` of each chunk, :func:`numpy.array_split` style."""
+    base, extra = divmod(count, chunks)
+    bounds, start = [], 0
+    for c in range(chunks):
+        stop = start + base + (1 if c < extra else 0)
+        bounds.append((start, stop))
+        start = stop
+    return bounds
+
+
+def chunk_sizes(count: int, chunks: int) -> list[int]:
+    """Number of elements in each chunk."""
+    return [b - a for a, b in chunk_bounds(count, chunks)]
+
+
+# ------------------------------------------------------------- verification
+class ScheduleError(AssertionError):
+    """A schedule does not compute its collective."""
+
+
+def _initial_state(s: Schedule) -> list[list[frozenset]]:
+    """What each (rank, chunk) slot holds before the first round.
+
+    A slot holds a set of contributions ``(origin_rank, origin_chunk)``;
+    an empty set means "nothing meaningful yet".
+    """
+    n, c = s.ranks, s.chunks
+    empty: frozenset = frozenset()
+    if s.collective in ("allreduce", "reduce_scatter", "reduce", "all_to_all"):
+        return [[frozenset({(r, j)}) for j in range(c)] for r in range(n)]
+    if s.collective == "all_gather":
+        return [[frozenset({(r, j)}) if j == r else empty for j in range(c)]
+                for r in range(n)]
+    # broadcast: only the root's buffer is meaningful
+    return [[frozenset({(r, j)}) if r == s.root else empty for j in range(c)]
+            for r in range(n)]
+
+
+def _expected(s: Schedule, rank: int, chunk: int) -> frozenset | None:
+    """What slot (rank, chunk) must hold at the end; None = don't care."""
+    n = s.ranks
+    everyone = frozenset((r, chunk) for r in range(n))
+    col = s.collective
+    if col == "allreduce":
+        return everyone
+    if col == "reduce_scatter":
+        return everyone if chunk == rank else None
+    if col == "reduce":
+        return everyone if rank == s.root else None
+    if col == "all_gather":
+        return frozenset({(chunk, chunk)})
+    if col == "broadcast":
+        return frozenset({(s.root, chunk)})
+    # all_to_all: rank j's slot r holds rank r's chunk j
+    return frozenset({(chunk, rank)})
+
+
+def _check_collective_shape(s: Schedule) -> None:
+    if s.collective in ("reduce_scatter", "all_gather", "all_to_all"):
+        if s.chunks != s.ranks:
+            raise ScheduleError(f"{s.collective} needs one chunk per rank")
+    if s.collective in ("broadcast", "reduce"):
+        if s.root is None or not 0 <= s.root < s.ranks:
+            raise ScheduleError(f"{s.collective} needs a root in range")
+
+
+def simulate_contents(s: Schedule) -> list[list[frozenset]]:
+    """Run the schedule symbolically; return each slot's final contributions.
+
+    Raises:
+        ScheduleError: a send of an empty slot, a contribution counted twice,
+            or two writes to one slot in one round.
+    """
+    _check_collective_shape(s)
+    state = _initial_state(s)
+    for k, rnd in enumerate(s.rounds):
+        before = [row[:] for row in state]
+        copied: set[tuple[int, int]] = set()
+        reduced: set[tuple[int, int]] = set()
+        for t in rnd:
+            for c_src, c_dst in zip(t.chunks, t.targets):
+                val = before[t.src][c_src]
+                if not val:
+                    raise ScheduleError(
+                        f"round {k}: rank {t.src} sends chunk {c_src} "
+                        "before it holds anything")
+                slot = (t.dst, c_dst)
+                if t.reduce:
+                    if slot in copied:
+                        raise ScheduleError(f"round {k}: slot {slot} "
+                                            "copied and reduced")
+                    cur = state[t.dst][c_dst]
+                    if cur & val:
+                        raise ScheduleError(
+                            f"round {k}: rank {t.dst} chunk {c_dst} would "
+                            f"count {sorted(cur & val)} twice")
+                    state[t.dst][c_dst] = cur | val
+                    reduced.add(slot)
+                else:
+                    if slot in copied or slot in reduced:
+                        raise ScheduleError(f"round {k}: slot {slot} "
+                                            "written twice in one round")
+                    state[t.dst][c_dst] = val
+                    copied.add(slot)
+    return state
+
+
+def verify(s: Schedule) -> None:
+    """Prove that ``s`` computes its collective, for its N and chunk count.
+
+    Every rank must end with every contribution exactly once (all-reduce),
+    or the reduce-scatter / all-gather / broadcast / reduce / all-to-all
+    equivalent. Raises :class:`ScheduleError` with the first bad slot.
+    """
+    state = simulate_contents(s)
+    for r in range(s.ranks):
+        for c in range(s.chunks):
+            want = _expected(s, r, c)
+            if want is not None and state[r][c] != want:
+                missing = sorted(want - state[r][c])
+                extra = sorted(state[r][c] - want)
+                raise ScheduleError(
+                    f"{s.name} {s.collective} N={s.ranks}: rank {r} chunk {c}"
+                    f" ends wrong (missing {missing[:4]}, extra {extra[:4]})")
+
+
+# ------------------------------------------------------------------ traffic
+@dataclass
+class Traffic:
+    """Payload each rank sends and receives (bytes and messages)."""
+
+    bytes_sent: list[int]
+    bytes_received: list[int]
+    messages_sent: list[int]
+    messages_received: list[int]
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.bytes_sent)
+
+
+def transfer_elements(t: Transfer, sizes: Sequence[int]) -> int:
+    """Elements carried by one transfer, given per-chunk sizes."""
+    return sum(sizes[c] for c in t.chunks)
+
+
+def traffic(s: Schedule, nbytes: int, *, itemsize: int = 1,
+            unit: int = 1) -> Traffic:
+    """Bytes each rank sends and receives for a buffer of ``nbytes``.
+
+    Exact with uneven chunks: the buffer holds ``nbytes // (itemsize*unit)``
+    rows cut like :func:`chunk_bounds`. Empty transfers (chunks of zero
+    elements) send no message, as the executor skips them too.
+    """
+    row = itemsize * unit
+    if nbytes % row:
+        raise ValueError(f"nbytes={nbytes} is not a whole number of rows "
+                         f"of {row} bytes")
+    sizes = chunk_sizes(nbytes // row, s.chunks)
+    n = s.ranks
+    out = Traffic([0] * n, [0] * n, [0] * n, [0] * n)
+    for rnd in s.rounds:
+        for t in rnd:
+            b = transfer_elements(t, sizes) * row
+            if b == 0:
+                continue
+            out.bytes_sent[t.src] += b
+            out.bytes_received[t.dst] += b
+            out.messages_sent[t.src] += 1
+            out.messages_received[t.dst] += 1
+    return out
+
+
+def concat_rounds(*phases: Iterable[list[Transfer]]) -> list[list[Transfer]]:
+    """Rounds of several phases, one after the other (empty rounds dropped)."""
+    return [list(r) for ph in phases for r in ph if r]
+
+
+def merge_rounds(*parallel: Sequence[list[Transfer]]) -> list[list[Transfer]]:
+    """Rounds of independent sub-schedules that run side by side."""
+    depth = max((len(p) for p in parallel), default=0)
+    out = []
+    for k in range(depth):
+        rnd: list[Transfer] = []
+        for p in parallel:
+            if k < len(p):
+                rnd.extend(p[k])
+        out.append(rnd)
+    return out
