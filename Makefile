@@ -22,7 +22,9 @@ $(STAMP): pyproject.toml
 
 ## every test: unit, multi-process (sockets and mpiexec), notebooks, the book build
 test: venv
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q -p no:cacheprovider --nbval book
+	$(MAKE) book
 
 ## fast unit tests only
 unit: venv
