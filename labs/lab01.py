@@ -1,0 +1,158 @@
+"""Lab 01: ring all-reduce for real, bytes measured against the formula.
+
+Run it on real MPI ranks (the venv's mpiexec comes from the mpich wheel):
+
+    mpirun -n 4 python labs/lab01.py
+    mpirun -n 4 python -m mpi4py labs/lab01.py --algorithm all
+
+or without MPI, on 4 processes talking TCP over loopback:
+
+    python labs/lab01.py --world 4
+
+On several hosts: ``mpirun -hostfile hosts -n 8 python labs/lab01.py``.
+
+It first checks every result against a reference (MPI's own Allreduce under
+MPI, the exact numpy sum over sockets) and exits non-zero on any mismatch.
+Then it prints, per size V and per rank: bytes sent and received as the
+transport counted them, the schedule's prediction, 2(N-1)/N * V, and what the
+naive algorithm would send. ``--json`` prints one JSON object instead.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from warmup_kit import ALGORITHMS
+from warmup_kit.comm import MPIComm, launch
+from warmup_kit.measure import run_lab01
+
+DEFAULT_SIZES = (1 << 10, 1 << 20, 16 << 20)
+MPI_ENV = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "MPI_LOCALRANKID")
+
+
+def parse_size(text: str) -> int:
+    """'64', '4K', '1M', '16MiB' -> bytes (a multiple of 8)."""
+    t = text.strip().upper().removesuffix("IB").removesuffix("B")
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
+    value = int(float(t[:-1] if mult > 1 else t) * mult)
+    if value < 0 or value % 8:
+        raise argparse.ArgumentTypeError(f"size {text!r} must be a "
+                                         "non-negative multiple of 8 bytes")
+    return value
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--algorithm", default="ring",
+                   help=f"one of {', '.join(ALGORITHMS)}, a comma list, "
+                        "or 'all' (default: ring)")
+    p.add_argument("--size", type=parse_size, action="append",
+                   help="message size V, e.g. 1K, 1M, 16M (repeatable)")
+    p.add_argument("--world", type=int, default=None,
+                   help="run N ranks over TCP sockets instead of MPI")
+    p.add_argument("--iters", type=int, default=3, help="timed repetitions")
+    p.add_argument("--timeout", type=float, default=60.0,
+                   help="seconds before a wait names the rank it waits for")
+    p.add_argument("--json", action="store_true", help="print JSON only")
+    args = p.parse_args(argv)
+    names = ALGORITHMS if args.algorithm == "all" else tuple(
+        a.strip() for a in args.algorithm.split(","))
+    bad = [a for a in names if a not in ALGORITHMS]
+    if bad:
+        p.error(f"unknown algorithm(s) {bad}; choose from {list(ALGORITHMS)}")
+    args.algorithms = names
+    args.sizes = tuple(args.size or DEFAULT_SIZES)
+    return args
+
+
+def under_mpi() -> bool:
+    return any(v in os.environ for v in MPI_ENV)
+
+
+def run_mpi_ranks(args) -> list[dict] | None:
+    """Every rank measures; rank 0 gathers the rows (others return None)."""
+    from mpi4py import MPI
+    world = MPI.COMM_WORLD
+    comm = MPIComm(world)
+
+    def mpi_reference(x):
+        out = x.copy()
+        world.Allreduce(x, out, op=MPI.SUM)
+        return out
+    rows = run_lab01(comm, args.algorithms, args.sizes, iters=args.iters,
+                     timeout=args.timeout, mpi_reference=mpi_reference)
+    gathered = world.gather(rows, root=0)   # small result rows, not payload
+    comm.close()
+    return [r for per_rank in gathered for r in per_rank] if gathered else None
+
+
+def run_socket_ranks(args) -> list[dict]:
+    per_rank = launch(run_lab01, args.world, args=(args.algorithms, args.sizes),
+                      timeout=args.timeout * (len(args.sizes) * 3 + 5))
+    return [r for rows in per_rank for r in rows]
+
+
+def table(rows: list[dict]) -> str:
+    n = rows[0]["ranks"]
+    head = (f"{'algorithm':<19}{'V bytes':>11}{'rank':>5}{'sent':>12}"
+            f"{'received':>12}{'predicted':>12}{'2(N-1)/N*V':>12}"
+            f"{'naive sent':>12}{'match':>6}{'median ms':>10}")
+    lines = [f"N = {n} ranks", head, "-" * len(head)]
+    for r in sorted(rows, key=lambda r: (r["algorithm"], r["nbytes"], r["rank"])):
+        ok = (r["bytes_sent"] == r["predicted_sent"]
+              and r["bytes_received"] == r["predicted_received"])
+        ms = "-" if r["median_s"] is None else f"{r['median_s'] * 1e3:.2f}"
+        lines.append(
+            f"{r['algorithm']:<19}{r['nbytes']:>11}{r['rank']:>5}"
+            f"{r['bytes_sent']:>12}{r['bytes_received']:>12}"
+            f"{r['predicted_sent']:>12}{r['formula_bytes']:>12.0f}"
+            f"{r['naive_sent']:>12}{'yes' if ok else 'NO':>6}{ms:>10}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.world is not None:
+        if args.world < 1:
+            print("--world must be >= 1", file=sys.stderr)
+            return 2
+        rows = run_socket_ranks(args)
+        transport = "sockets"
+    elif under_mpi():
+        rows = run_mpi_ranks(args)
+        transport = "mpi"
+        if rows is None:           # not rank 0
+            return 0
+    else:
+        args.world = 4
+        print("not under mpirun: running 4 socket ranks (--world 4)",
+              file=sys.stderr)
+        rows = run_socket_ranks(args)
+        transport = "sockets"
+    wrong = [r for r in rows if not r["correct"]]
+    mismatched = [r for r in rows if r["bytes_sent"] != r["predicted_sent"]
+                  or r["bytes_received"] != r["predicted_received"]]
+    if args.json:
+        print(json.dumps({"transport": transport, "ranks": rows[0]["ranks"],
+                          "correct": not wrong,
+                          "bytes_match": not mismatched, "rows": rows}))
+    else:
+        if not wrong:
+            print(f"correct: every result equals the reference ({transport})")
+        print(table(rows))
+    if wrong:
+        print(f"WRONG RESULT on {len(wrong)} (rank, algorithm, size) rows: "
+              f"{[(r['rank'], r['algorithm'], r['nbytes']) for r in wrong][:5]}",
+              file=sys.stderr)
+        return 1
+    if mismatched:
+        print("measured bytes differ from the schedule's prediction",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,12 @@
+"""Transports: MPI (mpi4py buffer calls) and TCP sockets, plus launchers.
+
+``MPIComm`` imports mpi4py only when constructed, so this package works
+without MPI installed.
+"""
+from .base import Comm, TrafficStats
+from .launch import MPICH_YIELD_ENV, find_mpiexec, launch, mpi_command, run_mpi
+from .mpi import MPIComm
+from .sockets import SocketComm
+
+__all__ = ["Comm", "TrafficStats", "MPIComm", "SocketComm", "launch",
+           "run_mpi", "find_mpiexec", "mpi_command", "MPICH_YIELD_ENV"]

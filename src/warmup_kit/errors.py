@@ -1,0 +1,55 @@
+"""Errors raised by collectives and transports (book, Chapter 8).
+
+A synchronous collective waits on its peers; these errors turn the two ways a
+peer can fail it, silence and disappearance, into exceptions that name the
+peer, instead of a hang.
+"""
+from __future__ import annotations
+
+
+class CollectiveTimeout(TimeoutError):
+    """A wait passed its deadline. ``peer`` is the rank waited for."""
+
+    def __init__(self, message: str, *, peer: int | None = None,
+                 rank: int | None = None) -> None:
+        super().__init__(message)
+        self.peer = peer
+        self.rank = rank
+
+    def __reduce__(self):
+        return (_rebuild, (type(self), str(self), self.peer, self.rank))
+
+
+class PeerLost(ConnectionError):
+    """A peer's connection dropped. ``peer`` is the rank that was lost."""
+
+    def __init__(self, message: str, *, peer: int | None = None,
+                 rank: int | None = None) -> None:
+        super().__init__(message)
+        self.peer = peer
+        self.rank = rank
+
+    def __reduce__(self):
+        return (_rebuild, (type(self), str(self), self.peer, self.rank))
+
+
+class ProtocolError(RuntimeError):
+    """A peer sent a frame that does not match what the schedule expects."""
+
+
+class RankDied(RuntimeError):
+    """A launched rank's process ended without reporting a result."""
+
+    def __init__(self, message: str, *, rank: int | None = None,
+                 exitcode: int | None = None) -> None:
+        super().__init__(message)
+        self.rank = rank
+        self.exitcode = exitcode
+
+    def __reduce__(self):
+        return (RankDied, (str(self),), {"rank": self.rank,
+                                          "exitcode": self.exitcode})
+
+
+def _rebuild(cls, message, peer, rank):
+    return cls(message, peer=peer, rank=rank)

@@ -1,0 +1,36 @@
+"""Reduction operators and the dtypes they accept (MPI_SUM, MPI_PROD, ...)."""
+from __future__ import annotations
+
+import numpy as np
+
+OPS: dict[str, np.ufunc] = {
+    "sum": np.add,
+    "prod": np.multiply,
+    "max": np.maximum,
+    "min": np.minimum,
+}
+
+
+def check_dtype(dtype) -> np.dtype:
+    """The dtype if collectives support it, else TypeError.
+
+    Supported: signed and unsigned integers, float16/32/64 (and longdouble),
+    complex. Not: bool, strings, objects, records, datetimes.
+    """
+    dt = np.dtype(dtype)
+    if dt.kind not in "iufc" or dt.hasobject or dt.fields is not None:
+        raise TypeError(f"collectives need a numeric dtype, got {dt}")
+    return dt
+
+
+def reduce_ufunc(op: str, dtype) -> np.ufunc:
+    """The numpy ufunc for ``op`` on ``dtype``; ValueError/TypeError if none.
+
+    ``max`` and ``min`` are not defined for complex numbers (as in MPI).
+    """
+    if op not in OPS:
+        raise ValueError(f"unknown op {op!r}; choose from {sorted(OPS)}")
+    dt = check_dtype(dtype)
+    if op in ("max", "min") and dt.kind == "c":
+        raise TypeError(f"op {op!r} is not defined for complex dtype {dt}")
+    return OPS[op]
