@@ -1,0 +1,97 @@
+"""Memory per GPU of a 3D-parallel transformer (book, Chapter 1).
+
+* Weights, gradients, optimizer state: mixed-precision Adam keeps bf16
+  weights (2 B/param), fp32 gradients (4 B, Megatron's ``main_grad``) and
+  fp32 master weights + two moments (12 B): 18 B per parameter
+  (Rajbhandari et al. 2019, section 3.1 count 16 with fp16 gradients).
+  The distributed optimizer (ZeRO-1) shards the 12 B over DP.
+* Activations per layer and micro-batch (Korthikanti et al. 2022,
+  section 4, table 2): ``s b h (10 + 24/t + 5 a s / (h t))`` bytes with TP,
+  ``s b h / t (34 + 5 a s / h)`` with sequence parallelism, the ``5as/h``
+  term dropped by selective recomputation or FlashAttention; full
+  recomputation keeps only each layer's input, ``2 s b h`` (``/t`` with SP),
+  plus one layer's full set while it is recomputed. Under 1F1B the first
+  stage holds ``min(p, m)`` micro-batches in flight (times
+  ``1 + (p-1)/(p v)`` when interleaved).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GIB = 2 ** 30
+RESERVED_BYTES = 3 * GIB   # CUDA context, NCCL buffers, cuBLAS workspace,
+#                            allocator fragmentation
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Bytes per GPU on the most loaded pipeline stage."""
+
+    weights_bytes: float
+    grads_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+    capacity_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        return (self.weights_bytes + self.grads_bytes + self.optimizer_bytes
+                + self.activations_bytes + RESERVED_BYTES)
+
+    @property
+    def fits(self) -> bool:
+        return self.total_bytes <= self.capacity_bytes
+
+    def as_gib(self) -> dict[str, float]:
+        """The parts in GiB, for tables."""
+        return {"weights": self.weights_bytes / GIB,
+                "grads": self.grads_bytes / GIB,
+                "optimizer": self.optimizer_bytes / GIB,
+                "activations": self.activations_bytes / GIB,
+                "reserved": RESERVED_BYTES / GIB,
+                "total": self.total_bytes / GIB,
+                "capacity": self.capacity_bytes / GIB}
+
+
+def activation_bytes_per_layer(*, b: int, s: int, h: int, a: int, t: int,
+                               recompute: str, sequence_parallel: bool,
+                               flash_attention: bool) -> float:
+    """Activations one layer keeps for one micro-batch (Korthikanti 2022)."""
+    sbh = s * b * h
+    attn = 0.0 if flash_attention else 5 * a * s / h
+    if recompute == "full":
+        return 2 * sbh / (t if sequence_parallel else 1)
+    if recompute == "selective":
+        attn = 0.0
+    elif recompute != "none":
+        raise ValueError(f"recompute must be 'full', 'selective' or 'none', "
+                         f"got {recompute!r}")
+    if sequence_parallel:
+        return sbh / t * (34 + attn)
+    return sbh * (10 + 24 / t + attn / t)
+
+
+def memory_per_gpu(*, params_per_gpu: float, capacity_bytes: float,
+                   b: int, s: int, h: int, a: int, vocab: int, t: int, p: int,
+                   m: int, layers_per_stage: int, interleave: int,
+                   recompute: str, sequence_parallel: bool,
+                   flash_attention: bool, dp: int,
+                   distributed_optimizer: bool = False) -> Memory:
+    """Memory of the first pipeline stage (the one that holds the most)."""
+    per_layer = activation_bytes_per_layer(
+        b=b, s=s, h=h, a=a, t=t, recompute=recompute,
+        sequence_parallel=sequence_parallel, flash_attention=flash_attention)
+    in_flight = min(p, m)
+    if interleave > 1 and p > 1:
+        in_flight *= 1 + (p - 1) / (p * interleave)
+    acts = per_layer * layers_per_stage * in_flight
+    if recompute == "full":       # one layer rebuilt in full during backward
+        acts += activation_bytes_per_layer(
+            b=b, s=s, h=h, a=a, t=t, recompute="none",
+            sequence_parallel=sequence_parallel,
+            flash_attention=flash_attention)
+    if p == 1:                    # the same GPU also holds the logits
+        acts += 4 * s * b * vocab / t
+    opt = 12 * params_per_gpu / (dp if distributed_optimizer else 1)
+    return Memory(2 * params_per_gpu, 4 * params_per_gpu, opt, acts,
+                  capacity_bytes)
