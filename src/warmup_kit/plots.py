@@ -210,7 +210,7 @@ class Table:
 
     def _repr_markdown_(self) -> str:
         out = ["| " + " | ".join(self.headers) + " |",
-               "|" + "|".join("---:" for _ in self.headers) + "|"]
+               "|:---|" + "|".join("---:" for _ in self.headers[1:]) + "|"]
         out += ["| " + " | ".join(r) + " |" for r in self.rows]
         return "\n".join(out)
 
