@@ -1,0 +1,164 @@
+"""warmup_kit.widgets and plots: one definition, two renderings."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from warmup_kit import plots, widgets
+from warmup_kit.algorithms import build
+from warmup_kit.schedule import traffic
+from warmup_kit.widgets import (Explorer, Figure, Grid, Knob, Line, Panel,
+                                Points, explore, show)
+
+
+def view(n: int, scale: str) -> Panel:
+    k = {"x1": 1, "x10": 10}[scale]
+    return Panel([Line(range(1, n + 1), [k * i for i in range(1, n + 1)], "y")],
+                 title=f"n={n} {scale}")
+
+
+KNOBS = [Knob("n", [2, 3, 4], "N", 3), Knob("scale", ["x1", "x10"])]
+
+
+def test_mode_follows_environment(monkeypatch):
+    monkeypatch.delenv(widgets.STATIC_ENV, raising=False)
+    assert not widgets.static_mode()
+    monkeypatch.setenv(widgets.STATIC_ENV, "1")
+    assert widgets.static_mode()
+    monkeypatch.setenv(widgets.STATIC_ENV, "0")
+    assert not widgets.static_mode()
+
+
+def test_static_twin_has_one_frame_per_combination(monkeypatch):
+    monkeypatch.setenv(widgets.STATIC_ENV, "1")
+    e = explore(view, KNOBS, title="demo")
+    bundle = e._repr_mimebundle_()
+    assert set(bundle) == {"text/html", "text/plain"}
+    fig = e.plotly_json()
+    names = [f["name"] for f in fig["frames"]]
+    assert names == ["f0_0", "f0_1", "f1_0", "f1_1", "f2_0", "f2_1"]
+    # defaults: n=3 (index 1), scale="x1" (index 0)
+    assert [s["active"] for s in fig["layout"]["sliders"]] == [1, 0]
+    assert fig["data"][0]["y"] == [1, 2, 3]
+    frame = next(f for f in fig["frames"] if f["name"] == "f2_1")
+    assert frame["data"][0]["y"] == [10, 20, 30, 40]
+    # slider steps only fire events; the page's script picks the frame
+    for s in fig["layout"]["sliders"]:
+        assert {st["method"] for st in s["steps"]} == {"skip"}
+
+
+def test_static_frames_come_from_the_same_view():
+    """No model logic written twice: each frame is view(**values) itself."""
+    e = explore(view, KNOBS)
+    for idx, spec in e.frames().items():
+        vals = {k.name: k.values[i] for k, i in zip(KNOBS, idx)}
+        assert spec == widgets.as_figure(view(**vals))
+
+
+def test_static_html_is_self_contained_and_deterministic():
+    html1 = explore(view, KNOBS, static=True).to_html()
+    html2 = explore(view, KNOBS, static=True).to_html()
+    strip = lambda h: re.sub(r"warmup-widget-\d+", "ID", h)
+    assert strip(html1) == strip(html2)
+    assert "<script src=" not in html1          # no CDN: plotly.js ships in _static
+    assert "window.Plotly" in html1 and "plotly_sliderchange" in html1
+    payload = re.search(r"var fig = (\{.*?\});\n", html1, re.S).group(1)
+    assert len(json.loads(payload)["frames"]) == 6
+
+
+def test_live_widget_draws_with_matplotlib(monkeypatch):
+    monkeypatch.delenv(widgets.STATIC_ENV, raising=False)
+    e = explore(view, KNOBS, title="demo")
+    bundle = e._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert bundle["text/plain"] == "[widget] demo (N: 2 | 3 | 4, scale: x1 | x10)"
+    box = e.live_widget()
+    slider, dropdown = box.children[0].children
+    image = box.children[1]
+    first = image.value
+    assert first[:8] == b"\x89PNG\r\n\x1a\n"
+    slider.value = 4
+    assert image.value != first                 # the knob redraws the figure
+    dropdown.value = "x10"
+    assert image.value[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_show_without_knobs(monkeypatch):
+    monkeypatch.delenv(widgets.STATIC_ENV, raising=False)
+    fig = show(plots.factor_curve(range(1, 9)))
+    b = fig._repr_mimebundle_()
+    assert set(b) == {"image/png", "text/plain"}
+    assert b["text/plain"].startswith("[figure] ")
+    monkeypatch.setenv(widgets.STATIC_ENV, "1")
+    assert "text/html" in fig._repr_mimebundle_()
+
+
+def test_view_must_keep_its_shape():
+    def bad(n: int) -> Panel:
+        traces = [Line([0, 1], [0, 1])] * (1 if n == 1 else 2)
+        return Panel(traces)
+    with pytest.raises(ValueError, match="same panels"):
+        explore(bad, [Knob("n", [1, 2])]).frames()
+
+
+def test_knob_validation():
+    with pytest.raises(ValueError):
+        Knob("n", [])
+    with pytest.raises(ValueError):
+        Knob("n", [1, 2], default=3)
+    with pytest.raises(ValueError, match="duplicate"):
+        Explorer(view, [Knob("n", [1]), Knob("n", [2])])
+    with pytest.raises(ValueError, match="at most"):
+        explore(view, [Knob("n", range(100)), Knob("scale", range(10))])
+
+
+@pytest.mark.parametrize("collective,algorithm", [
+    ("allreduce", "ring"), ("allreduce", "naive"), ("broadcast", "tree"),
+    ("all_gather", "ring"), ("all_to_all", "direct")])
+@pytest.mark.parametrize("n", [2, 3, 5])
+def test_stepper_shows_the_schedule(collective, algorithm, n):
+    s = build(collective, algorithm, n)
+    first = plots.stepper(collective, algorithm, n, 0)
+    grid, sent = first.traces
+    assert isinstance(grid, Grid) and isinstance(sent, Points)
+    assert len(grid.text) == n and len(grid.text[0]) == s.chunks
+    assert len(sent.x) == sum(len(t.chunks) for t in s.rounds[0])
+    done = plots.stepper(collective, algorithm, n, s.steps)
+    assert done.traces[1].x == [] and "done" in done.title
+    if collective == "allreduce":
+        assert all(cell == ("Σ all" if n > 2 else "0+1")
+                   for row in done.traces[0].text for cell in row)
+
+
+def test_ring_stepper_phases():
+    assert "reduce-scatter" in plots.stepper("allreduce", "ring", 4, 2).title
+    assert "all-gather" in plots.stepper("allreduce", "ring", 4, 3).title
+
+
+def test_bytes_vs_n_uses_schedule_traffic():
+    p = plots.bytes_vs_n("ring", range(2, 9), nbytes=840 * 8)
+    busiest = p.traces[2]
+    for n, y in zip(busiest.x, busiest.y):
+        want = max(traffic(build("allreduce", "ring", n), 840 * 8).bytes_sent)
+        assert y == want / (840 * 8)
+        assert y == pytest.approx(plots.ring_bytes(n, 1))
+
+
+@pytest.mark.parametrize("maker", [
+    lambda: plots.factor_curve(),
+    lambda: plots.collective_bytes(4, 2**20),
+    lambda: plots.ring_time_split(2**16, 5e-6, 50e9, range(2, 64)),
+    lambda: Figure([plots.bytes_vs_n("tree", range(2, 10))]),
+    lambda: plots.stepper("allreduce", "ring", 4, 1)])
+def test_every_plot_renders_both_ways(maker):
+    spec = maker()
+    assert widgets.png_bytes(spec)[:4] == b"\x89PNG"
+    assert "var fig" in show(spec).to_html()
+
+
+def test_table_text_and_markdown():
+    t = plots.Table(["N", "bytes"], [[2, 1.0], [10, 1.8]])
+    assert repr(t).splitlines() == [" N  bytes", " 2      1", "10    1.8"]
+    assert t._repr_markdown_().splitlines()[1] == "|:---|---:|"
