@@ -1,0 +1,223 @@
+"""Lab 02: the topology simulator (book, Chapter 6).
+
+Run:  python labs/lab02.py [--system dgx-h100] [--json] [--plot lab02.png]
+
+Three experiments, all on the model (no GPUs, no MPI, about a second):
+
+1. Tensor parallelism inside one NVLink island (a DGX node, an NVL72
+   rack) vs split over two. The per-layer
+   all-reduce of the TP group (b s h activations) is timed two ways: the
+   ring *schedule* of Lab 01 run through the simulator (one ring, so the
+   two island-crossing hops each ride one NIC: the ratio is about the
+   NVLink/NIC ratio), and NCCL's model (rings over every NIC rail, NVLS inside a node).
+   Then the end-to-end iteration slowdown of a GPT model trained with
+   that TP placement.
+2. Hierarchical vs flat all-reduce across islands: the two schedules
+   simulated on 2..16 islands for a large and a small buffer.
+3. The pipeline bubble vs the number of micro-batches, against (p-1)/m.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from warmup_kit.algorithms import build
+from warmup_kit.hardware import SYSTEMS, cluster, hierarchy_gbps
+from warmup_kit.nccl_model import best
+from warmup_kit.parallelism import Transformer, iteration_time
+from warmup_kit.simulate import simulate
+from warmup_kit.topology import packed
+
+GPT = Transformer(layers=40, hidden=6144, heads=48, seq=2048, vocab=51200)
+MICRO_BATCH = 1
+
+
+def _islands(system: str, k: int):
+    """A cluster of ``k`` NVLink islands (a DGX node; an NVL72 rack)."""
+    s = SYSTEMS[system]
+    per = max(1, s.nvlink_domain // s.gpus_per_node)
+    return cluster(system, k * per), per * s.gpus_per_node
+
+
+def tp_placement(system: str, tp: int = 8) -> dict:
+    """Experiment 1: a TP group inside one NVLink island vs split 50/50
+    over two islands (two DGX nodes; two NVL72 racks)."""
+    c, island = _islands(system, 2)
+    nbytes = MICRO_BATCH * GPT.seq * GPT.hidden * 2
+    inside = packed(c, tp)
+    across = tuple(list(range(tp // 2)) + list(range(island,
+                                                     island + tp // 2)))
+    ring = build("allreduce", "ring", tp)
+    sim_in = simulate(ring, c, nbytes, placement=inside).total_s
+    sim_x = simulate(ring, c, nbytes, placement=across).total_s
+    nccl_in = best("allreduce", nbytes, c, inside)
+    nccl_x = best("allreduce", nbytes, c, across)
+    # end to end on both islands: TP innermost (inside an island) vs TP
+    # outermost (each TP group split over the two islands)
+    dp = c.n_gpus // tp
+    kw = dict(tp=tp, pp=1, dp=dp, global_batch=dp * 32,
+              micro_batch=MICRO_BATCH)
+    e_in = iteration_time(GPT, c, order=("dp", "pp", "tp"), **kw)
+    e_x = iteration_time(GPT, c, order=("tp", "pp", "dp"), **kw)
+    h = hierarchy_gbps(system)
+    return {
+        "allreduce_bytes": nbytes, "tp": tp,
+        "nvlink_over_nic": h.get("nvlink", h["pcie"]) / h["nic"],
+        "sim_ring_inside_us": sim_in * 1e6, "sim_ring_across_us": sim_x * 1e6,
+        "sim_ring_ratio": sim_x / sim_in,
+        "nccl_inside_us": nccl_in.time_s * 1e6,
+        "nccl_inside_algo": f"{nccl_in.algorithm}/{nccl_in.protocol}",
+        "nccl_across_us": nccl_x.time_s * 1e6,
+        "nccl_across_algo": f"{nccl_x.algorithm}/{nccl_x.protocol}",
+        "nccl_ratio": nccl_x.time_s / nccl_in.time_s,
+        "iteration_inside_s": e_in.total_s, "iteration_across_s": e_x.total_s,
+        "tp_comm_share_inside": e_in.parts["tp_comm"] / e_in.total_s,
+        "tp_comm_share_across": e_x.parts["tp_comm"] / e_x.total_s,
+        "end_to_end_slowdown": e_x.total_s / e_in.total_s,
+    }
+
+
+def hierarchical_vs_flat(system: str, islands=(2, 4, 8, 16),
+                         sizes=(2 ** 20, 2 ** 30)) -> list[dict]:
+    """Experiment 2: flat ring vs two-level all-reduce, simulated, on 2..16
+    NVLink islands (at most 4 racks of NVL72, to stay fast)."""
+    rows = []
+    for k in islands:
+        c, g = _islands(system, k)
+        if c.n_gpus > 512:
+            continue
+        n = c.n_gpus
+        flat = build("allreduce", "ring", n)
+        hier = build("allreduce", "hierarchical", n, ranks_per_node=g)
+        for nbytes in sizes:
+            tf = simulate(flat, c, nbytes).total_s
+            th = simulate(hier, c, nbytes).total_s
+            rows.append({"islands": k, "ranks": n, "nbytes": nbytes,
+                         "flat_ms": tf * 1e3, "hierarchical_ms": th * 1e3,
+                         "speedup": tf / th,
+                         "nccl_busbw_gbps": best("allreduce", nbytes,
+                                                 c).busbw_gbps})
+    return rows
+
+
+def bubble(system: str, pp: int = 8,
+           micro_batches=(1, 2, 4, 8, 16, 32, 64)) -> list[dict]:
+    """Experiment 3: pipeline bubble vs micro-batches, model vs (p-1)/m."""
+    c = cluster(system, pp)
+    rows = []
+    for m in micro_batches:
+        r = iteration_time(GPT, c, tp=c.gpus_per_node, pp=pp, dp=1,
+                           global_batch=m, micro_batch=1)
+        work = r.total_s - r.parts["pp_bubble"]
+        rows.append({"m": m, "pp": pp, "bubble_over_work": r.parts["pp_bubble"] / work,
+                     "formula": (pp - 1) / m,
+                     "bubble_share": r.parts["pp_bubble"] / r.total_s,
+                     "tflops_per_gpu": r.tflops_per_gpu})
+    return rows
+
+
+def run(system: str) -> dict:
+    """All three experiments as one JSON-able dict."""
+    return {"system": system, "tp_placement": tp_placement(system),
+            "hierarchical_vs_flat": hierarchical_vs_flat(system),
+            "bubble": bubble(system)}
+
+
+def report(res: dict) -> str:
+    """The results as text tables."""
+    t = res["tp_placement"]
+    out = [f"Lab 02 on {res['system']}",
+           f"\n1. TP={t['tp']} per-layer all-reduce of "
+           f"{t['allreduce_bytes'] / 2**20:.0f} MiB "
+           f"(NVLink/NIC line-rate ratio {t['nvlink_over_nic']:.0f}x)",
+           f"   {'':28s}{'1 island':>12s}{'2 islands':>12s}{'ratio':>8s}",
+           f"   {'ring schedule, simulated':28s}"
+           f"{t['sim_ring_inside_us']:10.0f}us{t['sim_ring_across_us']:10.0f}us"
+           f"{t['sim_ring_ratio']:7.1f}x",
+           f"   {'NCCL model (all rails)':28s}"
+           f"{t['nccl_inside_us']:10.0f}us{t['nccl_across_us']:10.0f}us"
+           f"{t['nccl_ratio']:7.1f}x   ({t['nccl_inside_algo']} vs "
+           f"{t['nccl_across_algo']})",
+           f"   iteration {t['iteration_inside_s']:.2f} s -> "
+           f"{t['iteration_across_s']:.2f} s: {t['end_to_end_slowdown']:.2f}x"
+           f" slower (TP communication {t['tp_comm_share_inside']:.0%} -> "
+           f"{t['tp_comm_share_across']:.0%} of the step)",
+           "\n2. all-reduce across NVLink islands (nodes), simulated: flat ring vs "
+           "hierarchical",
+           f"   {'isl.':>5s}{'ranks':>6s}{'size':>9s}{'flat ms':>10s}"
+           f"{'hier ms':>10s}{'speedup':>9s}{'NCCL busbw':>12s}"]
+    for r in res["hierarchical_vs_flat"]:
+        size = f"{r['nbytes'] / 2**20:.0f} MiB"
+        out.append(f"   {r['islands']:5d}{r['ranks']:6d}{size:>9s}"
+                   f"{r['flat_ms']:10.3f}{r['hierarchical_ms']:10.3f}"
+                   f"{r['speedup']:8.1f}x{r['nccl_busbw_gbps']:9.0f} GB/s")
+    out.append(f"\n3. pipeline bubble, p = {res['bubble'][0]['pp']} "
+               "(bubble / useful work)")
+    out.append(f"   {'m':>4s}{'model':>8s}{'(p-1)/m':>9s}{'TFLOP/s':>9s}")
+    for r in res["bubble"]:
+        out.append(f"   {r['m']:4d}{r['bubble_over_work']:8.2f}"
+                   f"{r['formula']:9.2f}{r['tflops_per_gpu']:9.0f}")
+    return "\n".join(out)
+
+
+def plot(res: dict, path: str) -> None:
+    """Three panels: TP placement, hierarchical vs flat, bubble."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(1, 3, figsize=(14, 4))
+    t = res["tp_placement"]
+    ax[0].bar(["ring sim\n1 island", "ring sim\n2 islands",
+               "NCCL\n1 island", "NCCL\n2 islands"],
+              [t["sim_ring_inside_us"], t["sim_ring_across_us"],
+               t["nccl_inside_us"], t["nccl_across_us"]],
+              color=["C0", "C3", "C0", "C3"])
+    ax[0].set_ylabel("per-layer all-reduce (us)")
+    ax[0].set_title(f"TP={t['tp']}: inside vs across islands")
+    big = [r for r in res["hierarchical_vs_flat"]
+           if r["nbytes"] == max(x["nbytes"] for x in
+                                 res["hierarchical_vs_flat"])]
+    ax[1].plot([r["ranks"] for r in big], [r["flat_ms"] for r in big], "o-",
+               label="flat ring")
+    ax[1].plot([r["ranks"] for r in big], [r["hierarchical_ms"] for r in big],
+               "s-", label="hierarchical")
+    ax[1].set_xscale("log", base=2)
+    ax[1].set_xlabel("ranks")
+    ax[1].set_ylabel(f"all-reduce of {big[0]['nbytes'] / 2**20:.0f} MiB (ms)")
+    ax[1].legend()
+    ax[1].set_title("across NVLink islands")
+    b = res["bubble"]
+    ax[2].plot([r["m"] for r in b], [r["bubble_over_work"] for r in b], "o-",
+               label="model")
+    ax[2].plot([r["m"] for r in b], [r["formula"] for r in b], "k--",
+               label="(p-1)/m")
+    ax[2].set_xscale("log", base=2)
+    ax[2].set_yscale("log")
+    ax[2].set_xlabel("micro-batches m")
+    ax[2].set_ylabel("bubble / work")
+    ax[2].legend()
+    ax[2].set_title(f"pipeline bubble, p = {res['bubble'][0]['pp']}")
+    fig.suptitle(f"Lab 02 on {res['system']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--system", default="dgx-h100", choices=sorted(SYSTEMS))
+    ap.add_argument("--json", action="store_true",
+                    help="print the results as JSON instead of tables")
+    ap.add_argument("--plot", metavar="PATH", default=None,
+                    help="save the figure as a PNG")
+    args = ap.parse_args(argv)
+    res = run(args.system)
+    print(json.dumps(res, indent=1) if args.json else report(res))
+    if args.plot:
+        plot(res, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
