@@ -32,7 +32,7 @@ from .hardware import Cluster
 from .nccl_model import best_for_shape
 from .parallelism_compute import BYTES, layer_times, logits_fwd_s, stream_s
 from .parallelism_memory import GIB, Memory, memory_per_gpu
-from .topology import LINK_CLASSES, Layout, link_of
+from .topology import Layout, link_of
 
 ADAM_BYTES_PER_PARAM = 32   # read fp32 w, m, v, grad; write w, m, v; bf16 w
 
@@ -224,7 +224,7 @@ def iteration_time(model: Transformer, cluster: Cluster, *, tp: int, pp: int,
     imbalance = m * (slowest - avg)
     # data parallel: gradients of the first stage (embedding included)
     params_gpu = (lps * model.params_per_layer
-                  + (V + s) * h * (1 if pp > 1 else 1)) / tp
+                  + (V + s) * h) / tp
     dp_shape = _group_shape(tp, pp, dp, order, "dp", island)
     dp_s = _allreduce_s(cluster, 4 * params_gpu, dp_shape) if dp > 1 else 0.0
     window = lps * 2 * lt.fwd_s if overlap_dp else 0.0
@@ -246,7 +246,7 @@ def iteration_time(model: Transformer, cluster: Cluster, *, tp: int, pp: int,
         dp=dp, distributed_optimizer=distributed_optimizer)
     cfg = dict(tp=tp, pp=pp, dp=dp, micro_batch=micro_batch, m=m,
                interleave=interleave, recompute=recompute, order=order,
-               tp_links=LINK_CLASSES[0] if tp_shape[1] == 1 else "net",
+               tp_links="nvlink" if tp_shape[1] == 1 else "net",
                dp_allreduce_s=dp_s)
     return IterationResult(
         total, parts, hw_flops / total / world / 1e12,

@@ -103,8 +103,7 @@ def _placed(s: Schedule, comp: Compiled, cluster: Cluster,
     gs, gd = gpu[comp.src], gpu[comp.dst]
     cls = link_class_ids(cluster, gs, gd)
     sysm = cluster.system
-    # NIC id of a GPU (one NIC per GPU on every system in the table)
-    n_gpu = cluster.n_gpus
+    n_gpu = cluster.n_gpus   # one NIC per GPU on every system in the table
     # port id = (class * n_gpu + gpu) * 2 + direction
     out_port = (cls * n_gpu + gs) * 2
     in_port = (cls * n_gpu + gd) * 2 + 1

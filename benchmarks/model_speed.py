@@ -1,0 +1,85 @@
+"""Speed of the topology model (issue 5, item 7): medians of repeated runs.
+
+Run:  python benchmarks/model_speed.py [--repeat 5]
+
+Targets: layout search for 4,096 GPUs < 1 s; simulating a ring all-reduce
+schedule on 1,024 ranks < 1 s (schedule built and flattened once, as the
+simulator caches it); one widget frame (a busbw curve and an iteration-time
+breakdown for one slider position) < 50 ms.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from warmup_kit.algorithms import build
+from warmup_kit.hardware import cluster
+from warmup_kit.nccl_model import best_for_shape, busbw
+from warmup_kit.parallelism import Transformer, iteration_time
+from warmup_kit.parallelism_search import search
+from warmup_kit.simulate import compile_schedule, simulate
+
+GPT3 = Transformer(96, 12288, 96, 2048, 51200)
+
+
+def median_s(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def widget_frame(nodes: int = 4) -> None:
+    """What a placement/size slider recomputes: 20 busbw points + 1 step."""
+    best_for_shape.cache_clear()
+    c = cluster("dgx-h100", nodes)
+    [busbw("allreduce", 2 ** k, c) for k in range(10, 34, 1)]
+    iteration_time(GPT3, c, tp=8, pp=nodes, dp=1, global_batch=64,
+                   micro_batch=1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args(argv)
+    c4k = cluster("dgx-h100", 512)
+    t = time.perf_counter()
+    ring = build("allreduce", "ring", 1024)
+    t_build = time.perf_counter() - t
+    t = time.perf_counter()
+    compile_schedule(ring)
+    t_compile = time.perf_counter() - t
+    c1k = cluster("dgx-h100", 128)
+    t = time.perf_counter()
+    simulate(ring, c1k, 2 ** 30)
+    t_first = time.perf_counter() - t
+    t = time.perf_counter()
+    search(GPT3, c4k, 4096, interleaves=(1, 2))
+    t_search_cold = time.perf_counter() - t
+    sizes = iter(range(10 ** 9, 10 ** 10, 10 ** 6))
+    rows = [
+        ("layout search, 4,096 GPUs (175B, interleave 1/2)",
+         median_s(lambda: (best_for_shape.cache_clear(),
+                           search(GPT3, c4k, 4096, interleaves=(1, 2))),
+                  args.repeat), 1.0),
+        ("ring simulation, 1,024 ranks (new size)",
+         median_s(lambda: simulate(ring, c1k, next(sizes)), args.repeat), 1.0),
+        ("widget frame (24 busbw points + 1 iteration)",
+         median_s(widget_frame, args.repeat), 0.05),
+    ]
+    print(f"{'benchmark':52s}{'median':>10s}{'target':>9s}")
+    for name, med, target in rows:
+        ok = "ok" if med < target else "SLOW"
+        print(f"{name:52s}{med * 1e3:8.1f}ms{target * 1e3:7.0f}ms  {ok}")
+    print(f"(cold: first layout search {t_search_cold * 1e3:.0f} ms; "
+          f"build ring(1024) {t_build:.2f} s, flatten "
+          f"{t_compile:.2f} s, first simulate incl. placement "
+          f"{t_first:.2f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

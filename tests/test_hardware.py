@@ -1,0 +1,96 @@
+"""The bandwidth-hierarchy table: complete, sourced, consistent."""
+import dataclasses
+
+import pytest
+
+from warmup_kit.hardware import SYSTEMS, Cluster, cluster, hierarchy_gbps
+from warmup_kit.topology import Layout, group_shape, link_class, spread
+
+REQUIRED = ("dgx-a100", "dgx-h100", "gb200-nvl72")
+
+
+@pytest.mark.parametrize("name", REQUIRED)
+def test_required_systems_present(name):
+    assert SYSTEMS[name].name == name
+
+
+@pytest.mark.parametrize("name", sorted(SYSTEMS))
+def test_every_figure_has_a_source(name):
+    s = SYSTEMS[name]
+    for f in ("tflops", "hbm_gb", "hbm_tbps", "gemm_efficiency"):
+        assert len(s.gpu.source(f)) > 10
+    for link in (s.nvlink, s.nic, s.pcie):
+        assert link.source and 0 < link.efficiency <= 1
+        assert link.latency_s > 0
+    for f in ("gpus_per_node", "nvlink_domain", "nvls_efficiency"):
+        assert len(s.source(f)) > 5
+
+
+@pytest.mark.parametrize("name", sorted(SYSTEMS))
+def test_hierarchy_is_ordered(name):
+    h = hierarchy_gbps(name)
+    assert h["hbm"] > h["nvlink"] > h["pcie"] >= h["nic"]
+
+
+def test_like_for_like_ratios():
+    """Chapter 6: ~12x on A100 (300 vs 25), ~9x on H100 (450 vs 50)."""
+    a, h = hierarchy_gbps("dgx-a100"), hierarchy_gbps("dgx-h100")
+    assert a["nvlink"] / a["nic"] == pytest.approx(12)
+    assert h["nvlink"] / h["nic"] == pytest.approx(9)
+
+
+def test_datasheet_figures():
+    h = SYSTEMS["dgx-h100"].gpu
+    assert h.peak_flops("bf16") == pytest.approx(989e12)
+    assert h.hbm_tbps == pytest.approx(3.35)
+    assert SYSTEMS["dgx-a100"].gpu.peak_flops("bf16") == pytest.approx(312e12)
+    with pytest.raises(ValueError):
+        SYSTEMS["dgx-a100"].gpu.peak_flops("fp8")
+
+
+def test_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        SYSTEMS["dgx-h100"].gpu.hbm_gb = 1
+
+
+def test_cluster():
+    c = cluster("dgx-h100", 4)
+    assert isinstance(c, Cluster) and c.n_gpus == 32 and c.node_of(9) == 1
+    assert cluster("gb200-nvl72", 18).domain_size == 72
+    with pytest.raises(ValueError):
+        cluster("dgx-z900")
+    with pytest.raises(ValueError):
+        cluster("dgx-a100", 0)
+
+
+def test_link_classes():
+    c = cluster("dgx-a100", 2)
+    assert link_class(c, 0, 7) == "nvlink"
+    assert link_class(c, 7, 8) == "net"
+    nvl = cluster("gb200-nvl72", 36)
+    assert link_class(nvl, 0, 71) == "nvlink"      # 18 trays, one domain
+    assert link_class(nvl, 71, 72) == "net"        # next rack
+    assert group_shape(c, spread(c, 8, 2)) == (2, 4)
+
+
+@pytest.mark.parametrize("order", [("dp", "pp", "tp"), ("pp", "dp", "tp"),
+                                   ("tp", "pp", "dp")])
+def test_layout_groups_partition_the_world(order):
+    lay = Layout(tp=4, pp=2, dp=3, order=order)
+    for axis, size in (("tp", 4), ("pp", 2), ("dp", 3)):
+        groups = lay.groups(axis)
+        assert all(len(g) == size for g in groups)
+        assert sorted(r for g in groups for r in g) == list(range(24))
+    for r in range(24):
+        c = lay.coords(r)
+        assert lay.grid[c["dp"], c["pp"], c["tp"]] == r
+        # a rank's groups meet only in itself
+        assert set(lay.group("tp", r)) & set(lay.group("dp", r)) == {r}
+
+
+def test_tp_innermost_stays_on_nvlink():
+    c = cluster("dgx-h100", 4)
+    assert Layout(8, 2, 2).group_links(c, "tp") == "nvlink"
+    assert Layout(8, 2, 2, order=("tp", "pp", "dp")).group_links(
+        c, "tp") == "net"
+    assert Layout(8, 2, 2).neighbours(0) == {"prev": None, "next": 8}

@@ -1,0 +1,50 @@
+"""Lab 02 runs alone, fast, and its numbers tell the chapter's story."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+LAB = Path(__file__).resolve().parents[1] / "labs" / "lab02.py"
+
+
+def run_lab(*args, timeout=60):
+    out = subprocess.run([sys.executable, str(LAB), *args], check=True,
+                         capture_output=True, text=True, timeout=timeout)
+    return out.stdout
+
+
+@pytest.fixture(scope="module")
+def h100():
+    return json.loads(run_lab("--json", "--system", "dgx-h100"))
+
+
+def test_tp_across_nodes(h100):
+    t = h100["tp_placement"]
+    # one ring over two nodes is bound by single NICs: ~ the NVLink/NIC ratio
+    assert 0.5 * t["nvlink_over_nic"] < t["sim_ring_ratio"] \
+        < 1.5 * t["nvlink_over_nic"]
+    assert t["nccl_ratio"] > 1.5
+    assert t["end_to_end_slowdown"] > 1.1
+    assert t["tp_comm_share_across"] > t["tp_comm_share_inside"]
+
+
+def test_hierarchical_beats_flat(h100):
+    rows = h100["hierarchical_vs_flat"]
+    assert rows and all(r["speedup"] > 2 for r in rows)
+
+
+def test_bubble_close_to_formula(h100):
+    for r in h100["bubble"]:
+        assert r["bubble_over_work"] == pytest.approx(r["formula"], rel=0.35)
+    tf = [r["tflops_per_gpu"] for r in h100["bubble"]]
+    assert tf == sorted(tf)
+
+
+@pytest.mark.parametrize("system", ["dgx-a100", "gb200-nvl72"])
+def test_other_systems_and_plot(tmp_path, system):
+    png = tmp_path / "lab02.png"
+    text = run_lab("--system", system, "--plot", str(png))
+    assert f"Lab 02 on {system}" in text
+    assert png.stat().st_size > 10_000

@@ -1,0 +1,94 @@
+"""The schedule simulator: link classes, port sharing, gamma, speed-safe."""
+import numpy as np
+import pytest
+
+from warmup_kit.algorithms import ALGORITHMS, build
+from warmup_kit.hardware import cluster
+from warmup_kit.schedule import Schedule, Transfer, traffic
+from warmup_kit.simulate import simulate
+
+V = 8 * 9 * 7 * 5 * 2 ** 12       # divisible by every chunk count used
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("n", [2, 3, 5, 8])
+def test_bytes_match_schedule_traffic(algorithm, n):
+    c = cluster("dgx-h100", 1)
+    s = build("allreduce", algorithm, n)
+    r = simulate(s, c, V)
+    assert sum(r.bytes_by_class.values()) == pytest.approx(
+        traffic(s, V).total_bytes)
+    assert r.steps == s.steps and len(r.round_s) == s.steps
+    assert r.total_s == pytest.approx(r.round_s.sum())
+
+
+def test_one_transfer_is_alpha_plus_beta():
+    c = cluster("dgx-a100", 2)
+    s = Schedule("one", "broadcast", 2, 1, [[Transfer(0, 1, (0,))]], root=0)
+    nv, nic = c.system.nvlink, c.system.nic
+    t_nv = simulate(s, c, V, placement=(0, 1)).total_s
+    t_ib = simulate(s, c, V, placement=(0, 8)).total_s
+    assert t_nv == pytest.approx(nv.latency_s + V / nv.bytes_per_s)
+    assert t_ib == pytest.approx(nic.latency_s + V / nic.bytes_per_s)
+
+
+def test_transfers_sharing_a_port_share_its_bandwidth():
+    c = cluster("dgx-a100", 1)
+    bw, a = c.system.nvlink.bytes_per_s, c.system.nvlink.latency_s
+    fan_out = Schedule("f", "broadcast", 4, 1,
+                       [[Transfer(0, d, (0,)) for d in (1, 2, 3)]], root=0)
+    disjoint = Schedule("d", "broadcast", 4, 1,
+                        [[Transfer(0, 1, (0,)), Transfer(2, 3, (0,))]],
+                        root=0)
+    assert simulate(fan_out, c, V).total_s == pytest.approx(a + 3 * V / bw)
+    assert simulate(disjoint, c, V).total_s == pytest.approx(a + V / bw)
+
+
+def test_gamma_charges_the_receiver_per_reduced_byte():
+    c = cluster("dgx-h100", 1)
+    s = build("allreduce", "ring", 4)
+    base = simulate(s, c, V).total_s
+    g = 1e-12
+    # reduce-scatter rounds reduce V/4 each on every receiver: 3 rounds
+    assert simulate(s, c, V, gamma_s_per_byte=g).total_s == pytest.approx(
+        base + 3 * V / 4 * g)
+
+
+def test_flat_ring_across_nodes_is_nic_bound():
+    c = cluster("dgx-a100", 2)
+    s = build("allreduce", "ring", 16)
+    r = simulate(s, c, V)
+    chunk = V / 16
+    nic = c.system.nic
+    assert r.total_s == pytest.approx(30 * (nic.latency_s
+                                            + chunk / nic.bytes_per_s))
+
+
+def test_hierarchical_beats_flat_across_nodes():
+    c = cluster("dgx-h100", 4)
+    flat = simulate(build("allreduce", "ring", 32), c, 2 ** 28).total_s
+    hier = simulate(build("allreduce", "hierarchical", 32, ranks_per_node=8),
+                    c, 2 ** 28).total_s
+    assert hier < flat / 3
+
+
+def test_placement_changes_cost_and_is_validated():
+    c = cluster("dgx-h100", 2)
+    s = build("allreduce", "ring", 8)
+    inside = simulate(s, c, V).total_s
+    across = simulate(s, c, V, placement=(0, 1, 2, 3, 8, 9, 10, 11)).total_s
+    assert across > 5 * inside
+    with pytest.raises(ValueError):
+        simulate(s, c, V, placement=(0,) * 8)
+    with pytest.raises(ValueError):
+        simulate(s, c, V, placement=tuple(range(7)))
+
+
+def test_empty_and_repeated_calls_are_consistent():
+    c = cluster("dgx-h100", 1)
+    s = build("allreduce", "ring", 1)
+    assert simulate(s, c, V).total_s == 0.0
+    s = build("allreduce", "rabenseifner", 6)
+    a = simulate(s, c, V).total_s
+    b = simulate(s, c, 2 * V).total_s
+    assert np.isclose(simulate(s, c, V).total_s, a) and b > a
