@@ -133,3 +133,27 @@ def test_rejects_bad_layouts():
     with pytest.raises(ValueError):
         iteration_time(model, c, tp=1, pp=5, dp=1, global_batch=8,
                        micro_batch=1)
+
+
+# Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+# Transformer Models", Tables 3 and 5: A100, seq 2048, micro-batch 1,
+# sequence parallelism + selective recomputation; model FLOPs utilization.
+KORTHIKANTI_2022 = [
+    # name, layers, hidden, heads, t, p, GPUs, batch, MFU %
+    ("22B", 48, 6144, 64, 8, 1, 8, 4, 41.5),
+    ("175B", 96, 12288, 96, 8, 8, 64, 64, 51.4),
+    ("530B", 105, 20480, 128, 8, 35, 280, 280, 56.0),
+    ("1T", 128, 25600, 160, 8, 64, 512, 512, 56.3),
+]
+
+
+@pytest.mark.parametrize("row", KORTHIKANTI_2022,
+                         ids=[r[0] for r in KORTHIKANTI_2022])
+def test_korthikanti_2022_selective_recompute_mfu(row):
+    _, layers, hidden, heads, t, p, gpus, batch, mfu = row
+    model = Transformer(layers, hidden, heads, seq=2048, vocab=51200)
+    r = iteration_time(model, cluster("dgx-a100", gpus // 8), tp=t, pp=p,
+                       dp=1, global_batch=batch, micro_batch=1,
+                       recompute="selective", sequence_parallel=True)
+    assert r.fits
+    assert 100 * r.mfu == pytest.approx(mfu, rel=0.15)
