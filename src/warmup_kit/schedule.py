@@ -25,47 +25,58 @@ one element longer.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Iterable, Sequence
 
 COLLECTIVES = ("allreduce", "reduce_scatter", "all_gather", "broadcast",
                "reduce", "all_to_all")
 
 
-@dataclass(frozen=True)
-class Transfer:
+class Transfer(tuple):
     """One message: ``src`` sends its chunks ``chunks`` to ``dst``.
 
     ``dst_chunks`` (same length) names where they land on ``dst``; by default
     the same chunk indices. ``reduce`` combines them into what ``dst`` holds
-    instead of overwriting it.
+    instead of overwriting it. Immutable and hashable: a tuple underneath,
+    because a ring on 1,024 ranks holds two million of them.
     """
 
-    src: int
-    dst: int
-    chunks: tuple[int, ...]
-    reduce: bool = False
-    dst_chunks: tuple[int, ...] | None = None
+    __slots__ = ()
 
-    def __post_init__(self) -> None:
-        if isinstance(self.chunks, int):
-            object.__setattr__(self, "chunks", (self.chunks,))
-        else:
-            object.__setattr__(self, "chunks", tuple(self.chunks))
-        if self.dst_chunks is not None:
-            dc = tuple(self.dst_chunks)
-            if len(dc) != len(self.chunks):
+    def __new__(cls, src: int, dst: int, chunks, reduce: bool = False,
+                dst_chunks=None) -> "Transfer":
+        if chunks.__class__ is not tuple:
+            chunks = (chunks,) if isinstance(chunks, int) else tuple(chunks)
+        if dst_chunks is not None:
+            dst_chunks = tuple(dst_chunks)
+            if len(dst_chunks) != len(chunks):
                 raise ValueError("dst_chunks must be as long as chunks")
-            object.__setattr__(self, "dst_chunks",
-                               None if dc == self.chunks else dc)
-        if self.src == self.dst:
-            raise ValueError(f"transfer from rank {self.src} to itself")
-        if not self.chunks:
+            if dst_chunks == chunks:
+                dst_chunks = None
+        if src == dst:
+            raise ValueError(f"transfer from rank {src} to itself")
+        if not chunks:
             raise ValueError("a transfer carries at least one chunk")
+        return tuple.__new__(cls, (src, dst, chunks, bool(reduce), dst_chunks))
+
+    src = property(itemgetter(0), doc="sending rank")
+    dst = property(itemgetter(1), doc="receiving rank")
+    chunks = property(itemgetter(2), doc="chunk indices sent")
+    reduce = property(itemgetter(3), doc="reduce into the receiver's chunks")
+    dst_chunks = property(itemgetter(4), doc="where they land, if elsewhere")
 
     @property
     def targets(self) -> tuple[int, ...]:
         """Chunk indices written on the receiver."""
-        return self.dst_chunks if self.dst_chunks is not None else self.chunks
+        return self[4] if self[4] is not None else self[2]
+
+    def __getnewargs__(self):
+        return tuple(self)
+
+    def __repr__(self) -> str:
+        extra = f", dst_chunks={self[4]}" if self[4] is not None else ""
+        return (f"Transfer(src={self[0]}, dst={self[1]}, chunks={self[2]}, "
+                f"reduce={self[3]}{extra})")
 
 
 @dataclass
@@ -94,13 +105,20 @@ class Schedule:
         if self.ranks < 1 or self.chunks < 1:
             raise ValueError("a schedule needs ranks >= 1 and chunks >= 1")
         for k, rnd in enumerate(self.rounds):
+            if not rnd:
+                continue
+            ranks = [t[0] for t in rnd] + [t[1] for t in rnd]
+            if min(ranks) < 0 or max(ranks) >= self.ranks:
+                raise ValueError(f"round {k}: rank out of range "
+                                 f"[0, {self.ranks})")
+            lo = min(min(t.chunks) for t in rnd)
+            hi = max(max(t.chunks) for t in rnd)
             for t in rnd:
-                for r in (t.src, t.dst):
-                    if not 0 <= r < self.ranks:
-                        raise ValueError(f"round {k}: rank {r} out of range")
-                for c in t.chunks + t.targets:
-                    if not 0 <= c < self.chunks:
-                        raise ValueError(f"round {k}: chunk {c} out of range")
+                if t[4] is not None:
+                    lo, hi = min(lo, min(t[4])), max(hi, max(t[4]))
+            if lo < 0 or hi >= self.chunks:
+                raise ValueError(f"round {k}: chunk out of range "
+                                 f"[0, {self.chunks})")
 
     @property
     def steps(self) -> int:
