@@ -81,14 +81,15 @@ def stepper(collective: str, algorithm: str, n: int, k: int,
 
 def ring_stepper(n_values: Sequence[int] = range(2, 9), n: int = 4,
                  collective: str = "allreduce", algorithm: str = "ring"):
-    """The Chapter 3 widget: knobs N and round; rounds past the end clamp."""
+    """The Chapter 3 widget: knobs N and round (1-based; rounds past the
+    end show the final state)."""
     n_values = list(n_values)
     most = max(build(collective, algorithm, m).steps for m in n_values)
 
     def view(n: int, k: int) -> Panel:
-        return stepper(collective, algorithm, n, k)
+        return stepper(collective, algorithm, n, k - 1)
     return explore(view, [Knob("n", n_values, "N", n),
-                          Knob("k", range(most + 1), "round", 0)],
+                          Knob("k", range(1, most + 2), "round", 1)],
                    title=f"{algorithm} {collective}, round by round")
 
 
@@ -169,10 +170,10 @@ def collective_stepper(n: int = 4, collectives: Sequence[str] = (
     most = max(build(c, default_algorithm(c), n).steps for c in collectives)
 
     def view(collective: str, k: int) -> Panel:
-        return stepper(collective, default_algorithm(collective), n, k)
+        return stepper(collective, default_algorithm(collective), n, k - 1)
     return explore(view, [Knob("collective", list(collectives),
                                default="allreduce"),
-                          Knob("k", range(most + 1), "round", 0)],
+                          Knob("k", range(1, most + 2), "round", 1)],
                    title=f"collectives on N = {n} ranks, round by round")
 
 

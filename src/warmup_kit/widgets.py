@@ -37,6 +37,10 @@ from typing import Any, Callable, Sequence, Union
 STATIC_ENV = "WARMUP_KIT_STATIC"
 MAX_FRAMES = 400                  # precomputed frames per static widget
 
+# light to dark blue: what a Grid cell holds (same in both renderings)
+CELL_COLORS = [[0.0, "#f7fbff"], [0.5, "#c6dbef"], [1.0, "#4292c6"]]
+SLIDER_PX = 95                    # vertical room per slider, static twin
+
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
            "#8c564b", "#e377c2", "#7f7f7f")
 
@@ -168,8 +172,10 @@ def _mpl_trace(ax, t: Trace, i: int) -> None:
             ax.annotate(s, (x, y), xytext=(0, -10), textcoords="offset points",
                         ha="center", va="top", fontsize=8)
     elif isinstance(t, Grid):
-        ax.imshow(t.z, cmap="Blues", vmin=t.zmin, vmax=t.zmax * 1.4,
-                  aspect="auto")
+        from matplotlib.colors import LinearSegmentedColormap
+        cmap = LinearSegmentedColormap.from_list(
+            "cells", [(p, c) for p, c in CELL_COLORS])
+        ax.imshow(t.z, cmap=cmap, vmin=t.zmin, vmax=t.zmax, aspect="auto")
         for (r, c), s in _cells(t):
             ax.text(c, r, s, ha="center", va="center", fontsize=8)
         ax.set_xticks(range(len(t.xlabels)), list(t.xlabels))
@@ -266,7 +272,8 @@ def _plotly_trace(t: Trace, i: int, axis: int) -> dict | list[dict]:
                     showlegend=bool(t.name), marker=dict(color=col, size=8))
     return dict(base, type="heatmap", z=[list(r) for r in t.z],
                 text=[list(r) for r in t.text], texttemplate="%{text}",
-                zmin=t.zmin, zmax=t.zmax * 1.4, colorscale="Blues",
+                zmin=t.zmin, zmax=t.zmax, colorscale=CELL_COLORS,
+                textfont=dict(color="#111111"),
                 showscale=False, hoverinfo="text", name="")
 
 
@@ -303,7 +310,9 @@ def _plotly_layout(spec: Figure, ranges: list) -> dict:
     gap = 0.06 if k > 1 else 0.0
     layout: dict = dict(title=dict(text=html.escape(spec.title), x=0.5),
                         annotations=[], margin=dict(t=70, l=60, r=20),
-                        legend=dict(orientation="h", y=-0.18),
+                        legend=dict(x=0.01, y=0.99, xanchor="left",
+                                    yanchor="top",
+                                    bgcolor="rgba(255,255,255,0.8)"),
                         plot_bgcolor="white")
     for p, panel in enumerate(spec.panels):
         sfx = "" if p == 0 else str(p + 1)
@@ -405,18 +414,19 @@ class Explorer:
                   for p, pan in enumerate(specs[0].panels)]
         first = frames[default]
         layout = _plotly_layout(first, ranges)
-        layout.update(height=self.height + 75 * len(self.knobs),
+        k = len(self.knobs)
+        layout.update(height=self.height + SLIDER_PX * k,
                       sliders=self._sliders(default), autosize=True)
-        layout["margin"]["b"] = 60 + 75 * len(self.knobs)
-        layout["legend"]["y"] = -0.12
+        layout["margin"]["b"] = 90 + SLIDER_PX * k
         return dict(data=_figure_data(first), layout=layout, frames=[
             dict(name=_key(i), data=_figure_data(f),
                  layout=_plotly_layout(f, ranges))
             for i, f in frames.items()])
 
     def _sliders(self, default: tuple[int, ...]) -> list[dict]:
-        return [dict(name=k.name, active=default[j], pad=dict(t=40),
-                     y=-0.08 - 0.75 * j * 75 / self.height, yanchor="top",
+        paper_px = self.height - 160          # plot area: height - margins
+        return [dict(name=k.name, active=default[j], pad=dict(t=0),
+                     y=-(75 + SLIDER_PX * j) / paper_px, yanchor="top",
                      currentvalue=dict(prefix=f"{k.text} = "),
                      steps=[dict(method="skip", label=str(v), value=str(i),
                                  args=[]) for i, v in enumerate(k.values)])
