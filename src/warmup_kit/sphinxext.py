@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 from .widgets import STATIC_ENV
@@ -26,9 +27,50 @@ def _write_plotly_js(app, exception) -> None:
     (static / PLOTLY_JS).write_text(get_plotlyjs(), encoding="utf-8")
 
 
+MATHJAX_DIR = "mathjax"
+
+
+def _mathjax_source() -> Path | None:
+    try:
+        import jupyter_server_mathjax
+    except ImportError:
+        return None
+    static = Path(jupyter_server_mathjax.__file__).parent / "static"
+    return static if (static / "MathJax.js").exists() else None
+
+
+def _use_local_mathjax(app, config) -> None:
+    if _mathjax_source() is None:
+        return
+    config.mathjax_path = (f"{MATHJAX_DIR}/MathJax.js"
+                           "?config=TeX-AMS-MML_HTMLorMML-full")
+    config.mathjax3_config = None
+    # Sphinx marks the page body "mathjax_ignore" and each formula "math"
+    config.mathjax2_config = {
+        "showMathMenu": False, "messageStyle": "none",
+        "tex2jax": {"inlineMath": [["\\(", "\\)"]],
+                    "displayMath": [["\\[", "\\]"]],
+                    "processClass": "math|output_area",
+                    "ignoreClass": "tex2jax_ignore|mathjax_ignore"},
+        # the packaged copy carries the STIX web fonts only
+        "HTML-CSS": {"availableFonts": [], "webFont": "STIX-Web",
+                     "preferredFont": None, "imageFont": None}}
+
+
+def _copy_mathjax(app, exception) -> None:
+    source = _mathjax_source()
+    if exception is not None or app.builder.format != "html" or source is None:
+        return
+    target = Path(app.outdir) / "_static" / MATHJAX_DIR
+    if not (target / "MathJax.js").exists():
+        shutil.copytree(source, target, dirs_exist_ok=True)
+
+
 def setup(app):
     os.environ.setdefault(STATIC_ENV, "1")
     app.add_js_file(PLOTLY_JS, priority=400)
     app.connect("build-finished", _write_plotly_js)
+    app.connect("config-inited", _use_local_mathjax)
+    app.connect("build-finished", _copy_mathjax)
     return {"version": "1", "parallel_read_safe": True,
             "parallel_write_safe": True}
