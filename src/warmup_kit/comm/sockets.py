@@ -353,11 +353,17 @@ class SocketComm(Comm):
                                 rank=self.rank)
 
     def _notify_abort(self, kind: int, culprit: int | None) -> None:
-        """Best effort: tell every peer which rank this one gave up on."""
+        """Best effort: tell every peer which rank this one gave up on.
+
+        The blamed rank is told too: if it is alive but waiting on someone
+        else (the real culprit is further up a chain), it must learn who is
+        blamed now rather than see this rank's connection close and report a
+        lost peer.
+        """
         code = b"T   " if kind == ABORT_TIMEOUT else b"L   "
         frame = HEADER.pack(ABORT, code, culprit if culprit is not None else 0, 0)
         for p, s in self.socks.items():
-            if p in self._eof or p in self._mid_frame or p == culprit:
+            if p in self._eof or p in self._mid_frame:
                 continue
             try:
                 s.send(frame)
