@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
+import pickle
 import shutil
 import signal
 import socket
@@ -46,9 +47,14 @@ def _rank_main(rank: int, size: int, host: str, conn, fn, args,
     except BaseException as exc:  # noqa: BLE001 - reported to the parent
         tb = traceback.format_exc()
         try:
+            # the parent must be able to rebuild it: an exception class whose
+            # __init__ takes other arguments than its args pickles fine but
+            # fails to unpickle there, which would lose the rank and the cause
+            pickle.loads(pickle.dumps(exc))
             conn.send(("error", exc, tb))
         except Exception:  # noqa: BLE001 - unpicklable exception
-            conn.send(("error", RuntimeError(repr(exc)), tb))
+            conn.send(("error", RuntimeError(f"{type(exc).__name__}: {exc}"),
+                       tb))
     finally:
         conn.close()
 
