@@ -195,6 +195,7 @@ class SocketComm(Comm):
             op = _Op(peer, memoryview(arr).cast("B"), want, hdr=bytearray())
             recv_q.setdefault(peer, []).append(op)
             order.append(op)
+        self._waits = (order, send_q)      # whom this exchange waits for
         self._quiet: set[int] = set()
         for peer in list(send_q) + list(recv_q):
             if peer in self._eof or peer not in self.socks:
@@ -321,6 +322,14 @@ class SocketComm(Comm):
             got, max_frame_bytes=self.max_frame_bytes)
         if magic == ABORT:
             culprit = seq
+            if code == b"T   " and culprit == self.rank:
+                # blamed, but this rank is itself waiting further up a chain
+                # of waits: name whom it waits for (it passes that on)
+                culprit = self._waited_for(exclude=p)
+                raise CollectiveTimeout(
+                    f"rank {self.rank}: rank {p} gave up waiting for this "
+                    f"rank, which is waiting for rank {culprit}",
+                    peer=culprit, rank=self.rank)
             if code == b"T   ":
                 raise CollectiveTimeout(
                     f"rank {self.rank}: rank {p} gave up waiting for rank "
@@ -334,6 +343,15 @@ class SocketComm(Comm):
                 f"{code.strip().decode(errors='replace')} seq {seq} "
                 f"{nbytes} bytes, expected dtype {wcode.strip().decode()} "
                 f"seq {wseq} {wbytes} bytes")
+
+    def _waited_for(self, exclude: int) -> int:
+        """The first peer the current exchange still waits on (a receive
+        first, else a send), other than ``exclude``; else ``exclude``."""
+        order, send_q = getattr(self, "_waits", ([], {}))
+        for op in order:
+            if op.done < op.total and op.peer != exclude:
+                return op.peer
+        return min((q for q in send_q if q != exclude), default=exclude)
 
     def _lost(self, p: int, why: str) -> None:
         self._eof.add(p)
