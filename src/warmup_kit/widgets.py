@@ -320,7 +320,7 @@ def _plotly_layout(spec: Figure, ranges: list) -> dict:
         grid = next((t for t in panel.traces if isinstance(t, Grid)), None)
         xa = dict(domain=[x0, x1], title=dict(text=panel.xlabel),
                   anchor=f"y{sfx}", gridcolor="#e5e5e5",
-                  type="log" if panel.logx else "linear")
+                  type="log" if panel.logx else "-")  # "-": autotype
         ya = dict(title=dict(text=panel.ylabel), anchor=f"x{sfx}",
                   gridcolor="#e5e5e5", type="log" if panel.logy else "linear")
         if grid is not None:
