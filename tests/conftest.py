@@ -1,0 +1,184 @@
+"""Shared helpers: run programs under mpiexec (or plain Python) as
+subprocesses with a deadline, and look for processes left behind.
+
+Multi-process tests never run ranks inside the pytest process: socket ranks
+are children made by :func:`warmup_kit.launch`, MPI ranks are children of an
+``mpiexec`` subprocess started in its own session, so that on a deadline the
+whole process group is killed and reaped.
+"""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTS = ROOT / "tests"
+MPI_SCRIPTS = TESTS / "mpi"
+PYTHON = sys.executable
+
+# the shared case table (tests/mpi/collective_cases.py) is imported by the
+# socket tests here and by the MPI scripts under mpiexec
+if str(MPI_SCRIPTS) not in sys.path:
+    sys.path.insert(0, str(MPI_SCRIPTS))
+
+#: oversubscribed MPICH ranks must yield the CPU (2 cores, up to 6 ranks)
+MPICH_ENV = {"MPIR_CVAR_CH4_PROGRESS_THROTTLE": "1",
+             "MPIR_CVAR_POLLS_BEFORE_YIELD": "100"}
+
+
+def mpiexec() -> str:
+    """The venv's mpiexec (from the mpich wheel), else one on PATH."""
+    from warmup_kit.comm import find_mpiexec
+    return find_mpiexec()
+
+
+def have_mpi() -> bool:
+    try:
+        import mpi4py  # noqa: F401
+        mpiexec()
+    except (ImportError, FileNotFoundError):
+        return False
+    return True
+
+
+requires_mpi = pytest.mark.skipif(not have_mpi(),
+                                  reason="mpi4py or mpiexec not installed")
+
+
+@dataclass
+class Run:
+    """What a subprocess did."""
+
+    cmd: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+    elapsed_s: float
+
+    def json(self) -> dict:
+        """The last line of stdout that is a JSON object."""
+        for line in reversed(self.stdout.splitlines()):
+            line = line.strip()
+            if line.startswith("{"):
+                return json.loads(line)
+        raise AssertionError(f"no JSON line in the output of {self.cmd}:\n"
+                             f"{self.describe()}")
+
+    def describe(self) -> str:
+        return (f"$ {' '.join(self.cmd)}\nexit code {self.returncode} after "
+                f"{self.elapsed_s:.1f}s\n--- stdout (tail)\n"
+                f"{self.stdout[-3000:]}\n--- stderr (tail)\n"
+                f"{self.stderr[-5000:]}")
+
+
+def run_command(cmd: list[str], *, timeout: float, env: dict | None = None,
+                cwd: Path = ROOT) -> Run:
+    """Run ``cmd`` in its own session; on ``timeout`` kill the whole process
+    group (mpiexec and every rank it started), reap it, and fail the test."""
+    full_env = {**os.environ, **MPICH_ENV, **(env or {})}
+    t0 = time.monotonic()
+    proc = subprocess.Popen([str(c) for c in cmd], cwd=cwd, env=full_env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        out, err = proc.communicate()
+        run = Run(cmd, proc.returncode, out, err, time.monotonic() - t0)
+        pytest.fail(f"ran past its {timeout}s deadline (process group "
+                    f"killed):\n{run.describe()}", pytrace=False)
+    finally:
+        if proc.poll() is None:          # e.g. KeyboardInterrupt, test timeout
+            _kill_group(proc)
+            proc.communicate()
+    # ranks of a finished mpiexec must not outlive it
+    _kill_group(proc)
+    return Run(cmd, proc.returncode, out, err, time.monotonic() - t0)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def mpi_run(target: str | Path, n: int, args=(), *, timeout: float,
+            module: bool = False, mpi4py_runner: bool = True,
+            env: dict | None = None) -> Run:
+    """``mpiexec -n N python [-m mpi4py] target args`` as a subprocess.
+
+    ``-m mpi4py`` makes an uncaught exception abort the whole job instead of
+    leaving the other ranks waiting.
+    """
+    cmd = [mpiexec(), "-n", str(n), PYTHON]
+    if mpi4py_runner:
+        cmd += ["-m", "mpi4py"]
+    cmd += (["-m", str(target)] if module else [str(target)])
+    cmd += [str(a) for a in args]
+    return run_command(cmd, timeout=timeout, env=env)
+
+
+def mpi_script(name: str, n: int, args=(), *, timeout: float) -> dict:
+    """Run ``tests/mpi/<name>.py`` on N ranks; its JSON result (exit 0)."""
+    run = mpi_run(MPI_SCRIPTS / f"{name}.py", n, args, timeout=timeout)
+    assert run.returncode == 0, run.describe()
+    return run.json()
+
+
+# ------------------------------------------------------------ leftover procs
+def child_pids(parent: int | None = None) -> set[int]:
+    """Live (non-zombie) processes whose parent is ``parent`` (this one),
+    read from /proc: no psutil needed."""
+    parent = os.getpid() if parent is None else parent
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # pid (comm) state ppid ...; comm may contain spaces or parentheses
+        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+        if int(ppid) == parent and state != "Z":
+            found.add(int(entry.name))
+    return found
+
+
+def leftovers(before: set[int], settle_s: float = 5.0) -> set[int]:
+    """Children that appeared since ``before`` and are still alive after
+    up to ``settle_s`` seconds (the launcher joins with a short wait)."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        extra = child_pids() - before
+        extra |= {p.pid for p in multiprocessing.active_children()} - before
+        if not extra or time.monotonic() > deadline:
+            return extra
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def no_leftover_processes():
+    """Fail the test if it leaves a child process alive."""
+    if not Path("/proc").is_dir():
+        pytest.skip("needs /proc")
+    before = child_pids()
+    yield
+    extra = leftovers(before)
+    for pid in extra:                 # do not let one test poison the next
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert not extra, f"processes left behind: {sorted(extra)}"
