@@ -1,0 +1,36 @@
+"""Broadcast for the bench: every rank ends with the root's buffer.
+
+size = count * itemsize; busbw = algbw * 1 (nccl-tests: the root's link
+carries the whole buffer once whatever the algorithm).
+"""
+from __future__ import annotations
+
+from ..execute import run_schedule
+from .record import Collective, Layout, pattern
+
+
+def layout(count: int, n: int) -> Layout:
+    return Layout(count, count, count)
+
+
+def init(rank, n, lay, dtype, op, root):
+    return pattern(rank, 0, lay.send, dtype, None)
+
+
+def expected(rank, n, lay, dtype, op, root):
+    return pattern(root, 0, lay.recv, dtype, None)
+
+
+def run_ours(s, b, comm, op, deadline, root, rank):
+    return run_schedule(s, b.recv, comm, deadline=deadline, src=b.send)
+
+
+def run_mpi(world, b, op, root, rank):
+    if rank == root:
+        b.recv[:] = b.send
+    world.Bcast(b.recv, root=root)
+    return b.recv
+
+
+COLLECTIVE = Collective("broadcast", layout, init, expected, run_ours,
+                        run_mpi, reduces=False)
