@@ -1,0 +1,180 @@
+"""Performance targets of issue 4: our collectives against the MPI library's.
+
+Usage::
+
+    python benchmarks/targets.py --check          # N = 2 and N = 4
+    python benchmarks/targets.py --check --ranks 2 --json out.json
+
+For each N it runs ``warmup-bench`` under the venv's ``mpiexec`` twice (a
+latency run at 8 bytes, then a sweep from 1 KiB to 64 MiB), float64 sum,
+our algorithms and MPI_Allreduce ("mpi") timed interleaved in the same job,
+every result checked. Then it checks, per N:
+
+* busbw of our ring >= 1.2x the library's at 64 MiB (N = 2, 4) and at
+  16 MiB (N = 4); >= 1.0x at 16 MiB (N = 2); >= 0.8x at 1 MiB;
+* latency at 8 bytes of our best algorithm <= 3x the library's;
+* alpha, beta, gamma fitted on all our algorithms (1 KiB - 64 MiB) predict
+  the ring's measured times within 25% at every size of the sweep;
+* no wrong result anywhere.
+
+It prints one table per N with the ratios, the fit, the ring/tree
+crossover (predicted and measured), and exits 1 if any target is missed.
+With more ranks than cores the ranks share cores (MPICH is told to yield:
+MPIR_CVAR_CH4_PROGRESS_THROTTLE=1, MPIR_CVAR_POLLS_BEFORE_YIELD=100); the
+table says so. Timings on a shared machine are noisy: run it again before
+believing a miss.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from warmup_kit import fit as F
+from warmup_kit.comm.launch import MPICH_YIELD_ENV, find_mpiexec
+
+#: (size in bytes, N or None for every N, minimum ratio ours/library busbw)
+BW_TARGETS = [(64 << 20, None, 1.2), (16 << 20, 4, 1.2), (16 << 20, 2, 1.0),
+              (1 << 20, None, 0.8)]
+LATENCY_BYTES, LATENCY_MAX = 8, 3.0
+FIT_MAX_ERROR, FIT_RANGE = 0.25, (1 << 10, 64 << 20)
+FIT_ALGORITHMS = ("ring", "tree", "recursive_doubling", "rabenseifner")
+LATENCY_ALGORITHMS = ("ring", "tree", "double_tree", "recursive_doubling",
+                      "rabenseifner")
+
+
+def bench(n: int, args: list[str], timeout: float) -> dict:
+    """One ``warmup-bench`` job under mpiexec; its JSON output."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "bench.json"
+        cmd = [find_mpiexec(), "-n", str(n), sys.executable, "-m",
+               "mpi4py", "-m", "warmup_kit.bench", "--json", str(out), *args]
+        env = {**os.environ, **MPICH_YIELD_ENV}
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+        if proc.returncode not in (0, 1):
+            raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):"
+                               f"\n{proc.stderr[-3000:]}")
+        with open(out) as f:
+            return json.load(f)
+
+
+def measure(n: int, iters: int, timeout: float) -> dict:
+    lat = bench(n, ["-b", str(LATENCY_BYTES), "-e", str(LATENCY_BYTES),
+                    "-n", str(iters * 20), "-w", "20", "--algorithms",
+                    ",".join(LATENCY_ALGORITHMS + ("mpi",))], timeout)
+    sweep = bench(n, ["-b", "1K", "-e", "64M", "-f", "4", "-n", str(iters),
+                      "-w", "3", "--algorithms",
+                      ",".join(FIT_ALGORITHMS + ("mpi",))], timeout)
+    return {"header": sweep["header"], "latency": lat["rows"],
+            "sweep": sweep["rows"]}
+
+
+def _row(rows, size, alg):
+    for r in rows:
+        if r["size"] == size and r["algorithm"] == alg:
+            return r
+    raise KeyError(f"no {alg} row at {size} bytes")
+
+
+def evaluate(n: int, data: dict) -> tuple[list[dict], dict]:
+    """Every target for one N: rows of (what, ours, library, ratio, need)."""
+    sweep, lat = data["sweep"], data["latency"]
+    checks = []
+    for size, only, need in BW_TARGETS:
+        if only not in (None, n):
+            continue
+        ours, lib = _row(sweep, size, "ring"), _row(sweep, size, "mpi")
+        ratio = ours["busbw_gbps"] / lib["busbw_gbps"]
+        checks.append({"target": f"busbw ring/mpi {size >> 20} MiB",
+                       "ours": f"{ours['busbw_gbps']:.3f} GB/s",
+                       "library": f"{lib['busbw_gbps']:.3f} GB/s",
+                       "ratio": ratio, "need": f">= {need}",
+                       "ok": bool(ratio >= need)})
+    mine = [r for r in lat if r["algorithm"] != "mpi"]
+    best = min(mine, key=lambda r: r["time_us"])
+    lib = _row(lat, LATENCY_BYTES, "mpi")
+    slow = best["time_us"] / lib["time_us"]
+    checks.append({"target": f"latency 8 B ({best['algorithm']})/mpi",
+                   "ours": f"{best['time_us']:.1f} us",
+                   "library": f"{lib['time_us']:.1f} us", "ratio": slow,
+                   "need": f"<= {LATENCY_MAX}", "ok": bool(slow <= LATENCY_MAX)})
+    fitted = F.fit(sweep, min_bytes=FIT_RANGE[0], max_bytes=FIT_RANGE[1],
+                   algorithms=FIT_ALGORITHMS)
+    ring_err = [e for e in fitted.errors if e["algorithm"] == "ring"]
+    worst = max(abs(e["rel_error"]) for e in ring_err)
+    checks.append({"target": "fit: ring within 25%, 1 KiB-64 MiB",
+                   "ours": f"max {worst:.0%}", "library": "-",
+                   "ratio": worst, "need": f"<= {FIT_MAX_ERROR:.0%}",
+                   "ok": bool(worst <= FIT_MAX_ERROR)})
+    bad = sum(r["wrong"] for r in sweep + lat)
+    checks.append({"target": "#wrong (every row checked)", "ours": str(bad),
+                   "library": "-", "ratio": float(bad), "need": "0",
+                   "ok": bool(bad == 0)})
+    model = {"fit": fitted.as_dict(),
+             "errors": {a: max(abs(e["rel_error"]) for e in fitted.errors
+                               if e["algorithm"] == a)
+                        for a in FIT_ALGORITHMS},
+             "crossover_ring_tree_predicted":
+                 F.crossover_predicted("ring", "tree", n, fitted),
+             "crossover_ring_tree_measured":
+                 F.crossover_measured(sweep, "ring", "tree")}
+    return checks, model
+
+
+def show(n: int, checks: list[dict], model: dict, header: dict) -> str:
+    cores = os.cpu_count()
+    share = (f"{n} ranks share {cores} cores (oversubscribed)"
+             if n > cores else f"{n} ranks on {cores} cores")
+    lines = [f"N = {n}: {share}; float64 sum; {header['machine']}",
+             f"  {'target':<36}{'ours':>14}{'library':>14}{'ratio':>8}"
+             f"{'need':>9}  ok"]
+    for c in checks:
+        lines.append(f"  {c['target']:<36}{c['ours']:>14}{c['library']:>14}"
+                     f"{c['ratio']:>8.2f}{c['need']:>9}  "
+                     f"{'yes' if c['ok'] else 'NO'}")
+    f = model["fit"]
+    cp, cm = (model["crossover_ring_tree_predicted"],
+              model["crossover_ring_tree_measured"])
+    lines.append(f"  fit: alpha {f['alpha_us']:.2f} us, beta "
+                 f"{f['beta_ns_per_byte']:.4f} ns/B ({f['bandwidth_gbps']:.2f}"
+                 f" GB/s), gamma {f['gamma_ns_per_byte']:.4f} ns/B; rms error "
+                 f"{f['rms_rel_error']:.0%}; max error per algorithm: "
+                 + ", ".join(f"{a} {e:.0%}" for a, e in
+                             model["errors"].items()))
+    fmt = (lambda v: "none in range" if v is None else f"{v / 1024:,.1f} KiB")
+    lines.append(f"  ring overtakes tree above: predicted {fmt(cp)}, "
+                 f"measured {fmt(cm)}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--check", action="store_true",
+                   help="exit 1 if any target is missed")
+    p.add_argument("--ranks", type=int, action="append",
+                   help="N to run (repeatable; default 2 and 4)")
+    p.add_argument("--iters", type=int, default=15)
+    p.add_argument("--timeout", type=float, default=900.0)
+    p.add_argument("--json", help="write measurements and checks here")
+    args = p.parse_args(argv)
+    ok, dump = True, {}
+    for n in args.ranks or [2, 4]:
+        data = measure(n, args.iters, args.timeout)
+        checks, model = evaluate(n, data)
+        print(show(n, checks, model, data["header"]), flush=True)
+        ok &= all(c["ok"] for c in checks)
+        dump[n] = {"checks": checks, "model": model, **data}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dump, f, indent=1)
+    print("all targets met" if ok else "some targets MISSED")
+    return 0 if ok or not args.check else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
