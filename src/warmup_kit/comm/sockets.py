@@ -101,6 +101,8 @@ class SocketComm(Comm):
         self._mid_frame: set[int] = set()
         self._trace = os.environ.get("WARMUP_KIT_TRACE") == "1"
         self.socks: dict[int, socket.socket] = {}
+        self._sel = selectors.DefaultSelector()
+        self._ev: dict[int, int] = {}        # events watched, by peer
         deadline = deadline_after(connect_timeout)
         own = listener
         if own is None and size > 1:
@@ -154,6 +156,8 @@ class SocketComm(Comm):
         self.socks[peer] = s
 
     def close(self) -> None:
+        self._sel.close()
+        self._ev.clear()
         for s in self.socks.values():
             try:
                 s.close()
@@ -200,33 +204,42 @@ class SocketComm(Comm):
         for peer in list(send_q) + list(recv_q):
             if peer in self._eof or peer not in self.socks:
                 self._lost(peer, "has closed its connection")
-        sel = selectors.DefaultSelector()
-        watched = {p: s for p, s in self.socks.items() if p not in self._eof}
-        try:
-            for p, s in watched.items():
-                sel.register(s, self._events(p, send_q, recv_q), p)
-            while send_q or recv_q:
-                wait = None
-                if deadline is not None:
-                    wait = deadline - time.monotonic()
-                    if wait <= 0:
-                        self._raise_timeout(order, send_q)
-                for key, mask in sel.select(wait):
-                    p = key.data
-                    if mask & selectors.EVENT_READ:
-                        self._on_readable(p, recv_q)
-                    if mask & selectors.EVENT_WRITE and p in send_q:
-                        self._on_writable(p, send_q)
-                    key_now = sel.get_map().get(watched[p])
-                    if key_now is None:
-                        continue
-                    ev = self._events(p, send_q, recv_q)
-                    if not ev:
-                        sel.unregister(watched[p])
-                    elif ev != key_now.events:
-                        sel.modify(watched[p], ev, p)
-        finally:
-            sel.close()
+        # optimistic pass: small frames usually go out, and arrive, at once
+        for p in list(send_q):
+            self._on_writable(p, send_q)
+        for p in list(recv_q):
+            self._on_readable(p, recv_q)
+        if not send_q and not recv_q:
+            return
+        for p in self.socks:
+            self._set_events(p, self._events(p, send_q, recv_q))
+        while send_q or recv_q:
+            wait = None
+            if deadline is not None:
+                wait = deadline - time.monotonic()
+                if wait <= 0:
+                    self._raise_timeout(order, send_q)
+            for key, mask in self._sel.select(wait):
+                p = key.data
+                if mask & selectors.EVENT_READ:
+                    self._on_readable(p, recv_q)
+                if mask & selectors.EVENT_WRITE and p in send_q:
+                    self._on_writable(p, send_q)
+                self._set_events(p, self._events(p, send_q, recv_q))
+
+    def _set_events(self, p: int, ev: int) -> None:
+        """Watch peer ``p``'s socket for ``ev`` on the persistent selector."""
+        now = self._ev.get(p, 0)
+        if ev == now:
+            return
+        s = self.socks[p]
+        if ev == 0:
+            self._sel.unregister(s)
+        elif now == 0:
+            self._sel.register(s, ev, p)
+        else:
+            self._sel.modify(s, ev, p)
+        self._ev[p] = ev
 
     def _events(self, p, send_q, recv_q) -> int:
         # read always (abort notices, EOFs), unless the peer has already sent
