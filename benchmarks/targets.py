@@ -13,8 +13,13 @@ every result checked. Then it checks, per N:
 * busbw of our ring >= 1.2x the library's at 64 MiB (N = 2, 4) and at
   16 MiB (N = 4); >= 1.0x at 16 MiB (N = 2); >= 0.8x at 1 MiB;
 * latency at 8 bytes of our best algorithm <= 3x the library's;
-* alpha, beta, gamma fitted on all our algorithms (1 KiB - 64 MiB) predict
-  the ring's measured times within 25% at every size of the sweep;
+* the alpha-beta-gamma model of ranks on one host
+  (:mod:`warmup_kit.fit_host`: a cost per call, alpha per round, mu per
+  message, beta per byte copied at both ends, gamma per byte reduced, ranks
+  sharing cores), fitted once per N on all our algorithms (1 KiB - 64 MiB),
+  predicts the ring's measured times within 25% at every size of the sweep
+  (the per-size errors are printed; the textbook fit of
+  :mod:`warmup_kit.fit` is shown beside it, for reference);
 * no wrong result anywhere.
 
 It prints one table per N with the ratios, the fit, the ring/tree
@@ -35,6 +40,8 @@ import tempfile
 from pathlib import Path
 
 from warmup_kit import fit as F
+from warmup_kit import fit_host as H
+from warmup_kit.bench.harness import human
 from warmup_kit.comm.launch import MPICH_YIELD_ENV, find_mpiexec
 
 #: (size in bytes, N or None for every N, minimum ratio ours/library busbw)
@@ -105,7 +112,9 @@ def evaluate(n: int, data: dict) -> tuple[list[dict], dict]:
                    "need": f"<= {LATENCY_MAX}", "ok": bool(slow <= LATENCY_MAX)})
     fitted = F.fit(sweep, min_bytes=FIT_RANGE[0], max_bytes=FIT_RANGE[1],
                    algorithms=FIT_ALGORITHMS)
-    ring_err = [e for e in fitted.errors if e["algorithm"] == "ring"]
+    host = H.fit_host(sweep, min_bytes=FIT_RANGE[0], max_bytes=FIT_RANGE[1],
+                      algorithms=FIT_ALGORITHMS)
+    ring_err = [e for e in host.errors if e["algorithm"] == "ring"]
     worst = max(abs(e["rel_error"]) for e in ring_err)
     checks.append({"target": "fit: ring within 25%, 1 KiB-64 MiB",
                    "ours": f"max {worst:.0%}", "library": "-",
@@ -119,6 +128,12 @@ def evaluate(n: int, data: dict) -> tuple[list[dict], dict]:
              "errors": {a: max(abs(e["rel_error"]) for e in fitted.errors
                                if e["algorithm"] == a)
                         for a in FIT_ALGORITHMS},
+             "host_fit": host.as_dict(),
+             "host_errors": {a: max(abs(e["rel_error"]) for e in host.errors
+                                    if e["algorithm"] == a)
+                             for a in FIT_ALGORITHMS},
+             "host_ring_errors": {e["size"]: e["rel_error"]
+                                  for e in ring_err},
              "crossover_ring_tree_predicted":
                  F.crossover_predicted("ring", "tree", n, fitted),
              "crossover_ring_tree_measured":
@@ -130,17 +145,30 @@ def show(n: int, checks: list[dict], model: dict, header: dict) -> str:
     cores = os.cpu_count()
     share = (f"{n} ranks share {cores} cores (oversubscribed)"
              if n > cores else f"{n} ranks on {cores} cores")
-    lines = [f"N = {n}: {share}; float64 sum; {header['machine']}",
+    load = ", ".join(f"{v:.1f}" for v in header.get("loadavg", ()))
+    lines = [f"N = {n}: {share}; float64 sum; load average {load}; "
+             f"{header['machine']}",
              f"  {'target':<36}{'ours':>14}{'library':>14}{'ratio':>8}"
              f"{'need':>9}  ok"]
     for c in checks:
         lines.append(f"  {c['target']:<36}{c['ours']:>14}{c['library']:>14}"
                      f"{c['ratio']:>8.2f}{c['need']:>9}  "
                      f"{'yes' if c['ok'] else 'NO'}")
-    f = model["fit"]
+    f, h = model["fit"], model["host_fit"]
     cp, cm = (model["crossover_ring_tree_predicted"],
               model["crossover_ring_tree_measured"])
-    lines.append(f"  fit: alpha {f['alpha_us']:.2f} us, beta "
+    lines.append(f"  host model: call {h['call_us']:.1f} us, alpha "
+                 f"{h['alpha_us']:.1f} us/round, mu {h['mu_us']:.1f} us/msg, "
+                 f"beta {h['beta_ns_per_byte']:.3f} ns/B copied, gamma "
+                 f"{h['gamma_ns_per_byte']:.3f} ns/B reduced, "
+                 f"{h['cores']} cores; rms error {h['rms_rel_error']:.0%}; "
+                 "max error per algorithm: "
+                 + ", ".join(f"{a} {e:.0%}" for a, e in
+                             model["host_errors"].items()))
+    lines.append("  host model, ring error by size: " + ", ".join(
+        f"{human(int(v))} {e:+.0%}" for v, e in
+        sorted(model["host_ring_errors"].items(), key=lambda x: int(x[0]))))
+    lines.append(f"  textbook fit (reference): alpha {f['alpha_us']:.2f} us, beta "
                  f"{f['beta_ns_per_byte']:.4f} ns/B ({f['bandwidth_gbps']:.2f}"
                  f" GB/s), gamma {f['gamma_ns_per_byte']:.4f} ns/B; rms error "
                  f"{f['rms_rel_error']:.0%}; max error per algorithm: "
@@ -158,13 +186,22 @@ def main(argv=None) -> int:
                    help="exit 1 if any target is missed")
     p.add_argument("--ranks", type=int, action="append",
                    help="N to run (repeatable; default 2 and 4)")
-    p.add_argument("--iters", type=int, default=15)
+    p.add_argument("--iters", type=int, default=40,
+                   help="timed iterations per size (x20 at 8 bytes)")
     p.add_argument("--timeout", type=float, default=900.0)
     p.add_argument("--json", help="write measurements and checks here")
     args = p.parse_args(argv)
     ok, dump = True, {}
+    host = H.measure_host()
+    print(f"this machine, numpy on one core: memcpy "
+          f"{host['memcpy_gbps']:.1f} GB/s ({host['memcpy_in_cache_gbps']:.1f}"
+          f" in the {host['llc_mib']:.0f} MiB cache), add "
+          f"{host['add_gbps']:.1f} GB/s ({host['add_in_cache_gbps']:.1f})",
+          flush=True)
+    dump["host"] = host
     for n in args.ranks or [2, 4]:
         data = measure(n, args.iters, args.timeout)
+        data["header"]["loadavg"] = os.getloadavg()
         checks, model = evaluate(n, data)
         print(show(n, checks, model, data["header"]), flush=True)
         ok &= all(c["ok"] for c in checks)
