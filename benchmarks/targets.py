@@ -48,6 +48,7 @@ from warmup_kit.comm.launch import MPICH_YIELD_ENV, find_mpiexec
 BW_TARGETS = [(64 << 20, None, 1.2), (16 << 20, 4, 1.2), (16 << 20, 2, 1.0),
               (1 << 20, None, 0.8)]
 LATENCY_BYTES, LATENCY_MAX = 8, 3.0
+PASSES = 5
 FIT_MAX_ERROR, FIT_RANGE = 0.25, (1 << 10, 64 << 20)
 FIT_ALGORITHMS = ("ring", "tree", "recursive_doubling", "rabenseifner")
 LATENCY_ALGORITHMS = ("ring", "tree", "double_tree", "recursive_doubling",
@@ -74,8 +75,12 @@ def measure(n: int, iters: int, timeout: float) -> dict:
     lat = bench(n, ["-b", str(LATENCY_BYTES), "-e", str(LATENCY_BYTES),
                     "-n", str(iters * 20), "-w", "20", "--algorithms",
                     ",".join(LATENCY_ALGORITHMS + ("mpi",))], timeout)
-    sweep = bench(n, ["-b", "1K", "-e", "64M", "-f", "4", "-n", str(iters),
-                      "-w", "3", "--algorithms",
+    # the sweep runs PASSES times over, iters / PASSES iterations a pass: a
+    # burst of load from elsewhere then lands on a few samples of every
+    # size rather than on all samples of one (the fit compares sizes)
+    sweep = bench(n, ["-b", "1K", "-e", "64M", "-f", "4", "-n",
+                      str(max(1, iters // PASSES)), "--passes", str(PASSES),
+                      "-w", "2", "--algorithms",
                       ",".join(FIT_ALGORITHMS + ("mpi",))], timeout)
     return {"header": sweep["header"], "latency": lat["rows"],
             "sweep": sweep["rows"]}

@@ -51,6 +51,9 @@ class Options:
     timeout: float | None = None    # per call; None: like MPI, no deadline
     progress: bool = False
     sizes: tuple = field(default=())  # explicit sizes override the sweep
+    passes: int = 1                 # > 1: sweep again, -n iterations each
+                                    # pass, so a burst of load elsewhere
+                                    # hits a fraction of each size's samples
 
     def sweep(self) -> list[int]:
         """Byte sizes, -b to -e by factor -f (or by -i bytes)."""
@@ -137,46 +140,51 @@ def bench_rank(ctx, opts: Options, coll: Collective) -> list[dict]:
     schedules = {a: build(coll.name, a, n, root=opts.root)
                  for a in impls if a != "mpi"}
     sizes = opts.sweep()
-    rows = []
-    for k, nbytes in enumerate(sizes):
-        lay = coll.layout(nbytes // dtype.itemsize, n)
-        if lay.count == 0:
-            continue
-        bufs = coll.alloc(lay, dtype)
-        bufs.send[:] = coll.init(rank, n, lay, dtype, op, opts.root)
-        want = (coll.expected(rank, n, lay, dtype, op, opts.root)
-                if opts.check else None)
+    times: dict = {}
+    bad: dict = {}
+    counts: dict = {}
+    passes = max(1, opts.passes)
+    for p in range(passes):
+        for k, nbytes in enumerate(sizes):
+            lay = coll.layout(nbytes // dtype.itemsize, n)
+            if lay.count == 0:
+                continue
+            counts[k] = lay.count
+            bufs = coll.alloc(lay, dtype)
+            bufs.send[:] = coll.init(rank, n, lay, dtype, op, opts.root)
 
-        def call(a):
-            if a == "mpi":
-                return coll.run_mpi(ctx.world, bufs, opts.op, opts.root, rank)
-            return coll.run_ours(schedules[a], bufs, ctx.comm, opts.op,
-                                 deadline_after(opts.timeout), opts.root, rank)
-        bad = {}
-        for a in impls:
-            for arr in (bufs.recv, bufs.work):
-                if arr is not None:
-                    arr.fill(_sentinel(dtype))
-            ctx.barrier()
-            bad[a] = wrong(call(a), want) if opts.check else 0
-        times = {a: [] for a in impls}
-        for it in range(opts.warmup + opts.iters):
-            for a in impls:
-                ctx.barrier()
-                t0 = time.perf_counter()
-                call(a)
-                dt = time.perf_counter() - t0
-                if it >= opts.warmup:
-                    times[a].append(dt)
-        for a in impls:
-            rows.append({"size": lay.count * dtype.itemsize,
-                         "count": lay.count, "algorithm": a,
-                         "times": times[a], "wrong": bad[a]})
-        if opts.progress and rank == 0:
-            _progress(k + 1, len(sizes), coll.name, nbytes)
+            def call(a):
+                if a == "mpi":
+                    return coll.run_mpi(ctx.world, bufs, opts.op, opts.root,
+                                        rank)
+                return coll.run_ours(schedules[a], bufs, ctx.comm, opts.op,
+                                     deadline_after(opts.timeout), opts.root,
+                                     rank)
+            if p == 0:
+                want = (coll.expected(rank, n, lay, dtype, op, opts.root)
+                        if opts.check else None)
+                for a in impls:
+                    for arr in (bufs.recv, bufs.work):
+                        if arr is not None:
+                            arr.fill(_sentinel(dtype))
+                    ctx.barrier()
+                    bad[(k, a)] = wrong(call(a), want) if opts.check else 0
+            for it in range(opts.warmup + opts.iters):
+                for a in impls:
+                    ctx.barrier()
+                    t0 = time.perf_counter()
+                    call(a)
+                    dt = time.perf_counter() - t0
+                    if it >= opts.warmup:
+                        times.setdefault((k, a), []).append(dt)
+            if opts.progress and rank == 0:
+                _progress(p * len(sizes) + k + 1, passes * len(sizes),
+                          coll.name, nbytes)
     if opts.progress and rank == 0:
         print(file=sys.stderr)
-    return rows
+    return [{"size": counts[k] * dtype.itemsize, "count": counts[k],
+             "algorithm": a, "times": times[(k, a)], "wrong": bad[(k, a)]}
+            for k in sorted(counts) for a in impls]
 
 
 def _sentinel(dtype: np.dtype):
@@ -331,6 +339,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("-i", "--stepbytes", type=parse_size, default=0)
     p.add_argument("-n", "--iters", type=int, default=20)
     p.add_argument("-w", "--warmup_iters", type=int, default=5)
+    p.add_argument("--passes", type=int, default=1,
+                   help="sweep the sizes this many times (-n and -w per "
+                        "pass); the median is over all passes")
     p.add_argument("-c", "--check", type=int, default=1, choices=[0, 1])
     p.add_argument("-d", "--datatype", default="float64")
     p.add_argument("-o", "--op", default="sum",
@@ -359,7 +370,8 @@ def options(args: argparse.Namespace) -> Options:
     return Options(args.collective, algs, args.minbytes, args.maxbytes,
                    args.stepfactor, args.stepbytes, args.iters,
                    args.warmup_iters, bool(args.check), args.datatype,
-                   args.op, args.root, args.timeout, progress)
+                   args.op, args.root, args.timeout, progress,
+                   passes=args.passes)
 
 
 def under_mpi() -> bool:
