@@ -7,30 +7,26 @@ peer, instead of a hang.
 from __future__ import annotations
 
 
-class CollectiveTimeout(TimeoutError):
+class _NamesPeer:
+    """Mixin: the error names ``peer`` (the rank at fault) and ``rank``
+    (the rank that raised it), and survives pickling between processes."""
+
+    def __init__(self, message: str, *, peer: int | None = None,
+                 rank: int | None = None) -> None:
+        super().__init__(message)
+        self.peer = peer
+        self.rank = rank
+
+    def __reduce__(self):
+        return (_rebuild, (type(self), str(self), self.peer, self.rank))
+
+
+class CollectiveTimeout(_NamesPeer, TimeoutError):
     """A wait passed its deadline. ``peer`` is the rank waited for."""
 
-    def __init__(self, message: str, *, peer: int | None = None,
-                 rank: int | None = None) -> None:
-        super().__init__(message)
-        self.peer = peer
-        self.rank = rank
 
-    def __reduce__(self):
-        return (_rebuild, (type(self), str(self), self.peer, self.rank))
-
-
-class PeerLost(ConnectionError):
+class PeerLost(_NamesPeer, ConnectionError):
     """A peer's connection dropped. ``peer`` is the rank that was lost."""
-
-    def __init__(self, message: str, *, peer: int | None = None,
-                 rank: int | None = None) -> None:
-        super().__init__(message)
-        self.peer = peer
-        self.rank = rank
-
-    def __reduce__(self):
-        return (_rebuild, (type(self), str(self), self.peer, self.rank))
 
 
 class ProtocolError(RuntimeError):
