@@ -61,13 +61,22 @@ def _wait(barrier, timeout):
 
 
 def kill_one(comm, culprit, algorithm, handshake, nbytes):
-    """The culprit SIGKILLs itself instead of calling allreduce."""
+    """The culprit SIGKILLs itself instead of calling allreduce.
+
+    The healthy first call is inside the ``try`` too: a rank that finished it
+    early may already have sent the culprit frames of the second call, and a
+    process killed with unread data makes its kernel reset the connection
+    (RST), which discards what a slower rank had not yet read of the first
+    call. That rank then loses the culprit during the first call, and must
+    name it all the same.
+    """
     x = np.ones(nbytes // 8)
-    wk.allreduce(x, comm, algorithm=algorithm, timeout=30)   # a healthy call
-    if comm.rank == culprit:
-        os.kill(os.getpid(), signal.SIGKILL)
     t0 = time.monotonic()
     try:
+        wk.allreduce(x, comm, algorithm=algorithm, timeout=30)   # healthy
+        if comm.rank == culprit:
+            os.kill(os.getpid(), signal.SIGKILL)
+        t0 = time.monotonic()
         wk.allreduce(x, comm, algorithm=algorithm, timeout=20,
                      handshake=handshake)
     except Exception as exc:  # noqa: BLE001 - the result under test

@@ -16,6 +16,7 @@ which rank it blames, so every rank names the same culprit.
 from __future__ import annotations
 
 import os
+import select
 import selectors
 import socket
 import struct
@@ -98,7 +99,7 @@ class SocketComm(Comm):
         self._recv_seq = [0] * size
         self._broken: BaseException | None = None
         self._eof: set[int] = set()
-        self._mid_frame: set[int] = set()
+        self._mid_frame: dict[int, _Op] = {}   # frames partly sent, by peer
         self._trace = os.environ.get("WARMUP_KIT_TRACE") == "1"
         self.socks: dict[int, socket.socket] = {}
         self._sel = selectors.DefaultSelector()
@@ -155,10 +156,26 @@ class SocketComm(Comm):
         s.setblocking(False)
         self.socks[peer] = s
 
-    def close(self) -> None:
+    def close(self, drain_s: float = 0.2) -> None:
+        """Close every connection gracefully.
+
+        A socket closed with unread bytes in its receive queue makes the
+        kernel reset the connection (RST), and a reset throws away what the
+        peer had received but not yet read: frames this rank sent before
+        leaving would be lost, and a peer would blame this rank instead of
+        the real culprit. So: send FIN first, discard what has already
+        arrived (for at most ``drain_s``), then close.
+        """
         self._sel.close()
         self._ev.clear()
-        for s in self.socks.values():
+        open_socks = list(self.socks.values())
+        for s in open_socks:
+            try:
+                s.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+        _drain(open_socks, drain_s)
+        for s in open_socks:
             try:
                 s.close()
             except OSError:
@@ -268,10 +285,10 @@ class SocketComm(Comm):
                                f" ({exc.strerror or exc})", peer=p,
                                rank=self.rank) from None
             op.done += n
-            self._mid_frame.add(p)
+            self._mid_frame[p] = op
             if op.done < op.total:
                 return
-            self._mid_frame.discard(p)
+            del self._mid_frame[p]
             ops.pop(0)
         del send_q[p]
 
@@ -393,6 +410,8 @@ class SocketComm(Comm):
         """
         code = b"T   " if kind == ABORT_TIMEOUT else b"L   "
         frame = HEADER.pack(ABORT, code, culprit if culprit is not None else 0, 0)
+        for p in list(self._mid_frame):
+            self._finish_frame(p)
         for p, s in self.socks.items():
             if p in self._eof or p in self._mid_frame:
                 continue
@@ -401,9 +420,45 @@ class SocketComm(Comm):
             except OSError:
                 pass
 
+    def _finish_frame(self, p: int, limit_s: float = 0.5) -> None:
+        """Send the rest of a frame left half-sent, so that the stream to
+        ``p`` stays in step and an abort notice can follow it. Gives up
+        after ``limit_s`` (the peer is not reading)."""
+        op, s = self._mid_frame[p], self.socks[p]
+        rest = (op.header[op.done:] if op.done < HEADER.size else b"",
+                op.view[max(0, op.done - HEADER.size):])
+        try:
+            s.settimeout(limit_s)
+            for part in rest:
+                s.sendall(part)
+            del self._mid_frame[p]
+        except OSError:
+            pass
+        finally:
+            s.setblocking(False)
+
     def _log(self, line: str) -> None:
         if self._trace:
             print(f"[rank {self.rank}] {line}", flush=True)
+
+
+def _drain(socks: list[socket.socket], budget_s: float) -> None:
+    """Read and discard what is queued on ``socks`` until each is quiet or at
+    EOF, for at most ``budget_s``."""
+    end = time.monotonic() + budget_s
+    live = list(socks)
+    while live and time.monotonic() < end:
+        ready, _, _ = select.select(live, [], [], 0.02)
+        if not ready:
+            return
+        for s in ready:
+            try:
+                if not s.recv(1 << 16):
+                    live.remove(s)
+            except BlockingIOError:
+                pass
+            except OSError:
+                live.remove(s)
 
 
 def _recv_exact(s: socket.socket, n: int) -> bytes:
