@@ -15,7 +15,7 @@ every result checked. Then it checks, per N:
 * latency at 8 bytes of our best algorithm <= 3x the library's;
 * the alpha-beta-gamma model of ranks on one host
   (:mod:`warmup_kit.fit_host`: a cost per call, alpha per round, mu per
-  message, beta per byte copied at both ends, gamma per byte reduced, ranks
+  message, rho per rendezvous message (8 KiB and up), beta per byte copied at both ends, gamma per byte reduced, ranks
   sharing cores), fitted once per N on all our algorithms (1 KiB - 64 MiB),
   predicts the ring's measured times within 25% at every size of the sweep
   (the per-size errors are printed; the textbook fit of
@@ -164,6 +164,7 @@ def show(n: int, checks: list[dict], model: dict, header: dict) -> str:
               model["crossover_ring_tree_measured"])
     lines.append(f"  host model: call {h['call_us']:.1f} us, alpha "
                  f"{h['alpha_us']:.1f} us/round, mu {h['mu_us']:.1f} us/msg, "
+                 f"rho {h['rho_us']:.1f} us/rendezvous msg, "
                  f"beta {h['beta_ns_per_byte']:.3f} ns/B copied, gamma "
                  f"{h['gamma_ns_per_byte']:.3f} ns/B reduced, "
                  f"{h['cores']} cores; rms error {h['rms_rel_error']:.0%}; "

@@ -12,39 +12,47 @@ SIZES = [1 << k for k in range(10, 27, 2)]
 
 def test_ring_features_count_both_ends_and_shared_cores():
     nbytes = 8 << 20
-    one, R2, M2, B2, G2 = H.features("ring", nbytes, 2, 2)
+    one, R2, M2, B2, G2, _ = H.features("ring", nbytes, 2, 2)
     assert (one, R2) == (1, 2)
     # N = 2: each rank sends and receives half the buffer per round
     assert B2 == pytest.approx(2 * nbytes)
     assert G2 == pytest.approx(nbytes / 2)
-    _, R4, _, B4, G4 = H.features("ring", nbytes, 4, 2)
+    _, R4, _, B4, G4, _ = H.features("ring", nbytes, 4, 2)
     assert R4 == 6
     # N = 4 on 2 cores: four ranks' equal work spread over two cores
     per_rank = 2 * 6 * nbytes / 4
     assert B4 == pytest.approx(per_rank * 4 / 2)
     assert G4 == pytest.approx(3 * nbytes / 4 * 4 / 2)
-    _, _, _, B4w, _ = H.features("ring", nbytes, 4, 4)
+    _, _, _, B4w, _, _ = H.features("ring", nbytes, 4, 4)
     assert B4w == pytest.approx(per_rank)        # a core per rank
 
 
 def test_messages_follow_the_slicing():
     big = 8 * P.SLICE_MIN_BYTES
-    _, R, M, _, _ = H.features("recursive_doubling", big, 2, 2)
+    _, R, M, _, _, _ = H.features("recursive_doubling", big, 2, 2)
     assert R == 1
     assert M == 2 * (big // P.SLICE_BYTES)      # sent and received slices
 
 
 def test_tree_round_is_bounded_by_the_busiest_rank():
     nbytes = 1 << 20
-    _, R, _, B, G = H.features("tree", nbytes, 2, 2)
+    _, R, _, B, G, _ = H.features("tree", nbytes, 2, 2)
     # round 1: rank 0 receives and reduces everything; round 2: sends it
     assert R == 2 and B == pytest.approx(2 * nbytes)
     assert G == pytest.approx(nbytes)
 
 
+def test_rendezvous_messages_start_at_the_threshold():
+    """Ring on 2 ranks: one message each way per round, chunks of V/2."""
+    below = H.features("ring", H.RNDV_BYTES, 2, 2)       # 4 KiB chunks
+    at = H.features("ring", 2 * H.RNDV_BYTES, 2, 2)      # 8 KiB chunks
+    assert below[5] == 0
+    assert at[5] == 2 * at[1]          # sent and received, every round
+
+
 @pytest.mark.parametrize("n", [2, 4])
 def test_fit_recovers_known_parameters(n):
-    truth = H.HostFit(30e-6, 12e-6, 4e-6, 0.15e-9, 0.25e-9, cores=2)
+    truth = H.HostFit(30e-6, 12e-6, 4e-6, 0.15e-9, 0.25e-9, 8e-6, cores=2)
     rng = np.random.default_rng(0)
     rows = [{"algorithm": a, "ranks": n, "size": v, "type": "double",
              "time_us": H.predict(a, v, n, truth) * 1e6
@@ -55,6 +63,7 @@ def test_fit_recovers_known_parameters(n):
     assert f.beta_s_per_byte == pytest.approx(0.15e-9, rel=0.1)
     assert f.gamma_s_per_byte == pytest.approx(0.25e-9, rel=0.25)
     assert f.call_s + f.alpha_s == pytest.approx(42e-6, rel=0.25)
+    assert f.rho_s == pytest.approx(8e-6, rel=0.5)
     assert {e["algorithm"] for e in f.errors} == set(ALGS)
 
 

@@ -12,16 +12,23 @@ counts what is really there:
 * ``alpha`` per round (one message's latency) and ``mu`` per message on the
   wire: large messages travel in slices
   (:data:`warmup_kit.execute_plan.SLICE_BYTES`), each one a wait;
+* ``rho`` per message that takes MPICH's rendezvous path: a message of
+  :data:`RNDV_BYTES` or more no longer fits one shared-memory cell, and the
+  sender must first hand the receiver a header and wait for it (MPICH 5.0.2
+  defaults, as ``mpivars`` prints them: ``MPIR_CVAR_CH4_SHM_POSIX_IQUEUE_
+  CELL_SIZE=8192`` and ``MPIR_CVAR_CH4_IPC_CMA_P2P_THRESHOLD=8192``). Without
+  this term the ring's error jumped from +20% at 4 KiB to -16..-30% at
+  16-256 KiB, the sizes whose chunks first cross 8 KiB;
 * ``beta`` per byte *copied*, counted at both ends (sent + received: both
   CPUs copy), and ``gamma`` per byte reduced;
 * ranks sharing cores: a round lasts as long as its busiest rank's CPU work,
   or as all ranks' work spread over the cores, whichever is longer (4 ranks
   on 2 cores doing equal work: twice one rank's work).
 
-A call then costs ``call + R alpha + M mu + B beta + G gamma`` where
-:func:`features` counts ``R`` rounds, ``M`` messages of the busiest rank and
-``B``, ``G`` bytes copied and reduced on the critical path: five
-non-negative numbers, one set for every size and algorithm at one N, fitted
+A call then costs ``call + R alpha + M mu + B beta + G gamma + V rho``
+where :func:`features` counts ``R`` rounds, ``M`` messages of the busiest
+rank, ``B``, ``G`` bytes copied and reduced on the critical path, and ``V``
+rendezvous messages of the busiest rank: six non-negative numbers, one set for every size and algorithm at one N, fitted
 by relative least squares (:func:`fit_host`) -- never one per size.
 
 Tried and left out: numpy's own memcpy and add speeds in and out of the last
@@ -44,7 +51,12 @@ from . import execute_plan as P
 from .fit import ITEMSIZE, _nnls_rel, _rounds
 from .schedule import chunk_sizes
 
-PARAMS = ("call_s", "alpha_s", "mu_s", "beta_s_per_byte", "gamma_s_per_byte")
+PARAMS = ("call_s", "alpha_s", "mu_s", "beta_s_per_byte", "gamma_s_per_byte",
+          "rho_s")
+
+#: messages this large take MPICH's rendezvous path between ranks on one
+#: host (its shared-memory cell size and single-copy threshold, both 8 KiB)
+RNDV_BYTES = 8192
 
 
 def cores() -> int:
@@ -107,14 +119,15 @@ def _pieces(nbytes: float) -> int:
 def features(algorithm: str, nbytes: int, n: int, ncores: int, *,
              collective: str = "allreduce", itemsize: int = 8
              ) -> np.ndarray:
-    """``[1, R, M, B, G]``: the call, rounds, the busiest rank's messages,
-    and bytes copied and reduced on the critical path, ``n`` ranks sharing
-    ``ncores`` cores."""
+    """``[1, R, M, B, G, V]``: the call, rounds, the busiest rank's messages,
+    bytes copied and reduced on the critical path, and the busiest rank's
+    rendezvous messages, ``n`` ranks sharing ``ncores`` cores."""
     chunks, rounds = _rounds(collective, algorithm, n)
     sizes = np.asarray(chunk_sizes(nbytes // itemsize, chunks)) * itemsize
-    R, M, B, G = 0, 0, 0.0, 0.0
+    R, M, V, B, G = 0, 0, 0, 0.0, 0.0
     for rnd in rounds:
-        moved, red, msgs = np.zeros(n), np.zeros(n), np.zeros(n)
+        moved, red = np.zeros(n), np.zeros(n)
+        msgs, rndv = np.zeros(n), np.zeros(n)
         for src, dst, ch, reduce in rnd:
             b = float(sizes[list(ch)].sum())
             k = _pieces(b)
@@ -122,12 +135,16 @@ def features(algorithm: str, nbytes: int, n: int, ncores: int, *,
             moved[dst] += b
             msgs[src] += k
             msgs[dst] += k
+            if b >= RNDV_BYTES:
+                rndv[src] += k
+                rndv[dst] += k
             if reduce:
                 red[dst] += b
         if not moved.any():
             continue
         R += 1
         M += int(msgs.max())
+        V += int(rndv.max())
         # CPU work of a rank (copy and add cost about alike per byte here;
         # the split below only decides whose work bounds the round)
         work = moved + red
@@ -138,7 +155,7 @@ def features(algorithm: str, nbytes: int, n: int, ncores: int, *,
             i = int(work.argmax())
             B += moved[i]
             G += red[i]
-    return np.array([1.0, R, M, B, G])
+    return np.array([1.0, R, M, B, G, V])
 
 
 @dataclass
@@ -150,6 +167,7 @@ class HostFit:
     mu_s: float
     beta_s_per_byte: float
     gamma_s_per_byte: float
+    rho_s: float = 0.0
     cores: int = 1
     ranks: int | None = None
     points: int = 0
@@ -160,11 +178,12 @@ class HostFit:
     @property
     def params(self) -> np.ndarray:
         return np.array([self.call_s, self.alpha_s, self.mu_s,
-                         self.beta_s_per_byte, self.gamma_s_per_byte])
+                         self.beta_s_per_byte, self.gamma_s_per_byte,
+                         self.rho_s])
 
     def as_dict(self) -> dict:
         return {"call_us": self.call_s * 1e6, "alpha_us": self.alpha_s * 1e6,
-                "mu_us": self.mu_s * 1e6,
+                "mu_us": self.mu_s * 1e6, "rho_us": self.rho_s * 1e6,
                 "beta_ns_per_byte": self.beta_s_per_byte * 1e9,
                 "gamma_ns_per_byte": self.gamma_s_per_byte * 1e9,
                 "cores": self.cores, "ranks": self.ranks,
