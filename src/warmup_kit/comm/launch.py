@@ -116,13 +116,18 @@ def launch(fn: Callable[..., Any], world: int = 4, *, args: Sequence = (),
         outcomes = _collect(pipes, procs, deadline, grace)
         return _raise_outcome(outcomes, world, return_exceptions)
     finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-        for p in procs:
-            p.join(timeout=5)
-        for pipe in pipes:
-            pipe.close()
+        _reap(procs, pipes)
+
+
+def _reap(procs, pipes) -> None:
+    """Kill the ranks still running, join them all, close the pipes."""
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+    for p in procs:
+        p.join(timeout=5)
+    for pipe in pipes:
+        pipe.close()
 
 
 def _recv(pipe, proc, rank: int, deadline: float):

@@ -35,7 +35,7 @@ import numpy as np
 
 from ..errors import CollectiveTimeout, PeerLost, ProtocolError
 from .base import Comm
-from .launch import _collect, _context, _raise_outcome
+from .launch import _collect, _context, _raise_outcome, _reap
 
 DONE, READ, PID, WAIT, BUF_OFF, SRC_OFF, EXITED = range(7)
 ROW = 8                       # int64 per rank: one 64-byte line
@@ -274,13 +274,7 @@ def launch_shm(fn, world: int = 4, *, args=(), timeout: float = 60.0,
         outcomes = _collect(pipes, procs, time.monotonic() + timeout, grace)
         return _raise_outcome(outcomes, world, return_exceptions)
     finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-        for p in procs:
-            p.join(timeout=5)
-        for pipe in pipes:
-            pipe.close()
+        _reap(procs, pipes)
         _unlink(segs)
         for s in segs:
             s.close()
