@@ -31,13 +31,14 @@ unit: venv
 	$(BIN)/python -m pytest -q -m "not mpi and not multiproc and not slow"
 
 ## the executed static site in _build/html. jupyter-cache re-runs a notebook
-## only when its code cells change, so a change to warmup_kit drops the cache.
+## only when its code cells change, so a change to warmup_kit drops the cache
+## (and Sphinx's doctrees, or it would not re-read the unchanged notebooks).
 ## Where chromium is installed, a built widget is then dragged headless.
 JB_CACHE := _build/.jupyter_cache
 book: venv
 	@if [ -d $(JB_CACHE) ] && [ -n "$$(find src labs -name '*.py' -newer $(JB_CACHE))" ]; then \
 	  echo "warmup_kit changed since the last build: re-executing notebooks"; \
-	  rm -rf $(JB_CACHE); fi
+	  rm -rf $(JB_CACHE) _build/.doctrees; fi
 	WARMUP_KIT_STATIC=1 $(BIN)/jupyter-book build . -W -n --keep-going
 	@touch $(JB_CACHE)
 	@if command -v chromium >/dev/null 2>&1; then \

@@ -93,7 +93,9 @@ def start_chromium(binary: str, profile: str) -> tuple[subprocess.Popen, int]:
     raise RuntimeError("chromium did not open its DevTools port")
 
 
-WIDGET = "document.querySelector('.warmup-widget [data-ready]')"
+# the first widget on the page that has sliders (plain figures have none)
+WIDGET = ("Array.from(document.querySelectorAll('.warmup-widget [data-ready]'))"
+          ".find(e => e.querySelector('.slider-rail-touch-rect'))")
 TITLE = (f"Array.from({WIDGET}.querySelectorAll('.annotation-text, .gtitle'))"
          ".map(e => e.textContent).join(' | ')")
 RAILS = (f"Array.from({WIDGET}.querySelectorAll('.slider-rail-touch-rect'))"
@@ -135,10 +137,16 @@ def main(argv=None) -> int:
         print(f"{page_path.name}: widget ready, {len(rails)} slider(s); "
               f"title: {titles[0]!r}")
         for i in range(len(rails)):
-            rx, ry, rw, rh = page.eval(RAILS)[i]     # fresh: layout may move
-            page.click(rx + 0.45 * rw if i else rx + rw - 4, ry + rh / 2)
-            time.sleep(0.8)
-            titles.append(page.eval(TITLE))
+            # click the far end of the rail; if the slider already sat
+            # there, the near end: one of the two is another value
+            for frac in (0.97, 0.03):
+                rx, ry, rw, rh = page.eval(RAILS)[i]  # fresh: layout moves
+                page.click(rx + frac * rw, ry + rh / 2)
+                time.sleep(0.8)
+                now = page.eval(TITLE)
+                if now != titles[-1]:
+                    break
+            titles.append(now)
             shot = out / f"{i + 1}-after-slider-{i}.png"
             page.screenshot(shot, clip)
             print(f"moved slider {i}: title now {titles[-1]!r} -> {shot}")

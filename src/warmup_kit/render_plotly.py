@@ -76,7 +76,7 @@ def _line_ranges(frames: list[Figure], p: int, log: bool, axis: str):
 
 def _plotly_layout(spec: Figure, ranges: list) -> dict:
     k = len(spec.panels)
-    gap = 0.06 if k > 1 else 0.0
+    gap = 0.12 if k > 1 else 0.0       # room for the next panel's y axis
     layout: dict = dict(title=dict(text=html.escape(spec.title), x=0.5),
                         annotations=[], margin=dict(t=70, l=60, r=20),
                         legend=dict(x=0.01, y=0.99, xanchor="left",
