@@ -25,6 +25,7 @@ one element longer.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import chain
 from operator import itemgetter
 from typing import Iterable, Sequence
 
@@ -79,6 +80,14 @@ class Transfer(tuple):
                 f"reduce={self[3]}{extra})")
 
 
+def fast_transfer(src: int, dst: int, chunks: tuple[int, ...],
+                  reduce: bool = False) -> Transfer:
+    """A :class:`Transfer` without argument checks, for builders whose
+    arguments are valid by construction (``src != dst``, a non-empty chunk
+    tuple): a ring on 1,024 ranks makes two million of them."""
+    return tuple.__new__(Transfer, (src, dst, chunks, reduce, None))
+
+
 @dataclass
 class Schedule:
     """A collective algorithm as rounds of transfers.
@@ -107,16 +116,14 @@ class Schedule:
         for k, rnd in enumerate(self.rounds):
             if not rnd:
                 continue
-            ranks = [t[0] for t in rnd] + [t[1] for t in rnd]
+            src, dst, chunks, _, moved_to = zip(*rnd)
+            ranks = src + dst
             if min(ranks) < 0 or max(ranks) >= self.ranks:
                 raise ValueError(f"round {k}: rank out of range "
                                  f"[0, {self.ranks})")
-            lo = min(min(t.chunks) for t in rnd)
-            hi = max(max(t.chunks) for t in rnd)
-            for t in rnd:
-                if t[4] is not None:
-                    lo, hi = min(lo, min(t[4])), max(hi, max(t[4]))
-            if lo < 0 or hi >= self.chunks:
+            flat = list(chain.from_iterable(chunks))
+            flat += chain.from_iterable(d for d in moved_to if d is not None)
+            if min(flat) < 0 or max(flat) >= self.chunks:
                 raise ValueError(f"round {k}: chunk out of range "
                                  f"[0, {self.chunks})")
 

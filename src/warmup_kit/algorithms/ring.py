@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..schedule import Schedule, Transfer
+from ..schedule import Schedule, Transfer, fast_transfer
 
 Block = tuple[int, ...]
 
@@ -22,16 +22,10 @@ def ring_reduce_scatter_rounds(members: Sequence[int],
     complete, at member b after s - 1 hops.
     """
     s = len(members)
-    rounds = []
-    for k in range(s - 1):
-        rnd = []
-        for i in range(s):
-            blk = blocks[(i - k - 1) % s]
-            if blk:
-                rnd.append(Transfer(members[i], members[(i + 1) % s], blk,
-                                    reduce=True))
-        rounds.append(rnd)
-    return rounds
+    nxt = [members[(i + 1) % s] for i in range(s)]
+    return [[fast_transfer(members[i], nxt[i], blocks[(i - k - 1) % s], True)
+             for i in range(s) if blocks[(i - k - 1) % s]]
+            for k in range(s - 1)]
 
 
 def ring_all_gather_rounds(members: Sequence[int],
@@ -41,15 +35,10 @@ def ring_all_gather_rounds(members: Sequence[int],
     Round k: member i forwards block (i - k) mod s to member i + 1.
     """
     s = len(members)
-    rounds = []
-    for k in range(s - 1):
-        rnd = []
-        for i in range(s):
-            blk = blocks[(i - k) % s]
-            if blk:
-                rnd.append(Transfer(members[i], members[(i + 1) % s], blk))
-        rounds.append(rnd)
-    return rounds
+    nxt = [members[(i + 1) % s] for i in range(s)]
+    return [[fast_transfer(members[i], nxt[i], blocks[(i - k) % s])
+             for i in range(s) if blocks[(i - k) % s]]
+            for k in range(s - 1)]
 
 
 def _one_chunk_each(n: int) -> list[Block]:
