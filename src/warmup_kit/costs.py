@@ -123,6 +123,20 @@ def tree_allreduce_s(nbytes: float, n: int, alpha_s: float,
     return t
 
 
+def double_tree_allreduce_s(nbytes: float, n: int, alpha_s: float,
+                            bw_bytes_per_s: float,
+                            gamma_s_per_byte: float = 0.0) -> float:
+    """Two mirrored binary trees, each on half the buffer, run side by side
+    (Sanders, Speck and Träff 2009).
+
+    Round by round a rank is an interior node of at most one tree, so its
+    busiest port carries what one tree's node carries for V/2: the time is
+    :func:`tree_allreduce_s` at V/2 (exact for the ``double_tree`` schedule).
+    """
+    return tree_allreduce_s(nbytes / 2, n, alpha_s, bw_bytes_per_s,
+                            gamma_s_per_byte)
+
+
 def naive_allreduce_s(nbytes: float, n: int, alpha_s: float,
                       bw_bytes_per_s: float, gamma_s_per_byte: float = 0.0
                       ) -> float:
@@ -160,6 +174,7 @@ def hierarchical_allreduce_s(nbytes: float, ranks_per_node: int, nodes: int,
 CLOSED_FORMS: dict[str, Callable[..., float]] = {
     "ring": ring_allreduce_s,
     "tree": tree_allreduce_s,
+    "double_tree": double_tree_allreduce_s,
     "recursive_doubling": recursive_doubling_allreduce_s,
     "rabenseifner": rabenseifner_allreduce_s,
     "naive": naive_allreduce_s,

@@ -41,28 +41,8 @@ CONTESTS = {"all five": FLAT,
 MPICH_SHORT_MSG_BYTES = 2048
 
 
-def double_tree_allreduce_s(nbytes: float, n: int, alpha_s: float,
-                            bw_bytes_per_s: float,
-                            gamma_s_per_byte: float = 0.0) -> float:
-    """Two mirrored binary trees, each on half the buffer, run side by side.
-
-    Round by round a rank is an interior node of at most one tree, so its
-    busiest port carries what one tree's node carries for V/2: the time is
-    :func:`warmup_kit.costs.tree_allreduce_s` at V/2 (exact for the
-    ``double_tree`` schedule; tests hold it against the schedule).
-    """
-    return costs.tree_allreduce_s(nbytes / 2, n, alpha_s, bw_bytes_per_s,
-                                  gamma_s_per_byte)
-
-
-def allreduce_s(algorithm: str, nbytes: float, n: int, alpha_s: float,
-                bw_bytes_per_s: float, gamma_s_per_byte: float = 0.0) -> float:
-    """Closed-form time of one flat algorithm of :data:`FLAT`."""
-    if algorithm == "double_tree":
-        return double_tree_allreduce_s(nbytes, n, alpha_s, bw_bytes_per_s,
-                                       gamma_s_per_byte)
-    return costs.allreduce_s(algorithm, nbytes, n, alpha_s, bw_bytes_per_s,
-                             gamma_s_per_byte)
+#: closed-form time of one flat algorithm of :data:`FLAT` (double tree included)
+allreduce_s = costs.allreduce_s
 
 
 def fastest(nbytes: float, n: int, alpha_s: float, bw_bytes_per_s: float,
