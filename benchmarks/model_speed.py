@@ -14,11 +14,11 @@ import statistics
 import time
 
 from warmup_kit.algorithms import build
-from warmup_kit.hardware import cluster
-from warmup_kit.nccl_model import best_for_shape, busbw
-from warmup_kit.parallelism import Transformer, iteration_time
-from warmup_kit.parallelism_search import search
-from warmup_kit.simulate import compile_schedule, simulate
+from warmup_kit.model.hardware import cluster
+from warmup_kit.model.nccl import best_for_shape, busbw
+from warmup_kit.parallelism.step import Transformer, iteration_time
+from warmup_kit.parallelism.search import search
+from warmup_kit.model.simulate import compile_schedule, simulate
 
 GPT3 = Transformer(96, 12288, 96, 2048, 51200)
 

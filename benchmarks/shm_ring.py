@@ -17,7 +17,7 @@ Every result is checked.
 Columns: busbw (nccl-tests: algbw * 2(N-1)/N), the ratio ours / MPICH
 (target: >= 2x at 64 MiB), and "distance to the limit": busbw as a fraction
 of this machine's single-core numpy memcpy bandwidth out of cache
-(:func:`warmup_kit.fit_host.measure_host`). Load averages before and after
+(:func:`warmup_kit.measure.fit_host.measure_host`). Load averages before and after
 are printed: other jobs on the machine make timings noisy.
 """
 from __future__ import annotations
@@ -36,8 +36,8 @@ import numpy as np
 from warmup_kit.algorithms import build
 from warmup_kit.comm.launch import MPICH_YIELD_ENV, find_mpiexec
 from warmup_kit.comm.shm import launch_shm
-from warmup_kit.execute_shm import run_schedule_shm
-from warmup_kit.fit_host import cores, measure_host
+from warmup_kit.execute.shm import run_schedule_shm
+from warmup_kit.measure.fit_host import cores, measure_host
 
 SIZES = (1 << 20, 16 << 20, 64 << 20)
 TARGET = (64 << 20, 2.0)

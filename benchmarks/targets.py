@@ -14,12 +14,12 @@ every result checked. Then it checks, per N:
   16 MiB (N = 4); >= 1.0x at 16 MiB (N = 2); >= 0.8x at 1 MiB;
 * latency at 8 bytes of our best algorithm <= 3x the library's;
 * the alpha-beta-gamma model of ranks on one host
-  (:mod:`warmup_kit.fit_host`: a cost per call, alpha per round, mu per
+  (:mod:`warmup_kit.measure.fit_host`: a cost per call, alpha per round, mu per
   message, rho per rendezvous message (8 KiB and up), beta per byte copied at both ends, gamma per byte reduced, ranks
   sharing cores), fitted once per N on all our algorithms (1 KiB - 64 MiB),
   predicts the ring's measured times within 25% at every size of the sweep
   (the per-size errors are printed; the textbook fit of
-  :mod:`warmup_kit.fit` is shown beside it, for reference);
+  :mod:`warmup_kit.measure.fit` is shown beside it, for reference);
 * no wrong result anywhere.
 
 It prints one table per N with the ratios, the fit, the ring/tree
@@ -39,8 +39,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from warmup_kit import fit as F
-from warmup_kit import fit_host as H
+from warmup_kit.measure import fit as F
+from warmup_kit.measure import fit_host as H
 from warmup_kit.bench.harness import human
 from warmup_kit.comm.launch import MPICH_YIELD_ENV, find_mpiexec
 

@@ -26,7 +26,7 @@ import sys
 
 from warmup_kit import ALGORITHMS
 from warmup_kit.comm import MPIComm, launch
-from warmup_kit.measure import run_lab01
+from warmup_kit.measure.lab import run_lab01
 
 DEFAULT_SIZES = (1 << 10, 1 << 20, 16 << 20)
 MPI_ENV = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "MPI_LOCALRANKID")

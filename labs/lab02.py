@@ -23,11 +23,11 @@ import json
 import sys
 
 from warmup_kit.algorithms import build
-from warmup_kit.hardware import SYSTEMS, cluster, hierarchy_gbps
-from warmup_kit.nccl_model import best
-from warmup_kit.parallelism import Transformer, iteration_time
-from warmup_kit.simulate import simulate
-from warmup_kit.topology import packed
+from warmup_kit.model.hardware import SYSTEMS, cluster, hierarchy_gbps
+from warmup_kit.model.nccl import best
+from warmup_kit.parallelism.step import Transformer, iteration_time
+from warmup_kit.model.simulate import simulate
+from warmup_kit.model.topology import packed
 
 GPT = Transformer(layers=40, hidden=6144, heads=48, seq=2048, vocab=51200)
 MICRO_BATCH = 1

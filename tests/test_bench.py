@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from conftest import have_mpi, mpi_run, run_command, PYTHON
-from warmup_kit import fit as F
+from warmup_kit.measure import fit as F
 from warmup_kit.bench import COLLECTIVES, Options, run_sockets
 from warmup_kit.bench.harness import parse_size, parse_table, table
 from warmup_kit.bench.record import pattern, reduced, wrong
-from warmup_kit.costs import BUSBW_FACTORS
+from warmup_kit.model.costs import BUSBW_FACTORS
 
 HEADER = {"collective": "allreduce", "ranks": 2, "transport": "sockets",
           "type": "double", "redop": "sum", "iters": 1, "warmup": 0,

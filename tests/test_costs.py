@@ -2,12 +2,12 @@
 import pytest
 
 from warmup_kit.algorithms import build
-from warmup_kit.costs import (BUSBW_FACTORS, CLOSED_FORMS, allreduce_s,
+from warmup_kit.model.costs import (BUSBW_FACTORS, CLOSED_FORMS, allreduce_s,
                               busbw, busbw_factor, hierarchical_allreduce_s,
                               ring_reduce_scatter_s)
-from warmup_kit.hardware import cluster
-from warmup_kit.nccl_model import best, choices
-from warmup_kit.simulate import simulate
+from warmup_kit.model.hardware import cluster
+from warmup_kit.model.nccl import best, choices
+from warmup_kit.model.simulate import simulate
 
 GAMMA = 2e-13
 

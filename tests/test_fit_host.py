@@ -1,10 +1,10 @@
-"""The host model (warmup_kit.fit_host): features and recovery of known
+"""The host model (warmup_kit.measure.fit_host): features and recovery of known
 parameters from synthetic timings."""
 import numpy as np
 import pytest
 
-from warmup_kit import execute_plan as P
-from warmup_kit import fit_host as H
+from warmup_kit.execute import plan as P
+from warmup_kit.measure import fit_host as H
 
 ALGS = ("ring", "tree", "recursive_doubling", "rabenseifner")
 SIZES = [1 << k for k in range(10, 27, 2)]

@@ -3,8 +3,8 @@ import dataclasses
 
 import pytest
 
-from warmup_kit.hardware import SYSTEMS, Cluster, cluster, hierarchy_gbps
-from warmup_kit.topology import Layout, group_shape, link_class, spread
+from warmup_kit.model.hardware import SYSTEMS, Cluster, cluster, hierarchy_gbps
+from warmup_kit.model.topology import Layout, group_shape, link_class, spread
 
 REQUIRED = ("dgx-a100", "dgx-h100", "gb200-nvl72")
 

@@ -10,9 +10,9 @@ Tolerance: 15% per row, as for every validation of the model.
 """
 import pytest
 
-from warmup_kit.hardware import cluster
-from warmup_kit.parallelism import Transformer, iteration_time
-from warmup_kit.parallelism_search import search
+from warmup_kit.model.hardware import cluster
+from warmup_kit.parallelism.step import Transformer, iteration_time
+from warmup_kit.parallelism.search import search
 
 NARAYANAN_2021_TABLE_1 = [
     # billions, heads, hidden, layers, t, p, GPUs, batch, TFLOP/s per GPU

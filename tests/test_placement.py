@@ -1,15 +1,15 @@
 """Chapter 6: TP placement experiments and the chapters' pictures."""
 import pytest
 
-from warmup_kit import widgets
-from warmup_kit.hardware import SYSTEMS
-from warmup_kit.parallelism import Transformer
-from warmup_kit.placement import tp_share, tp_spread, with_rails
-from warmup_kit.plots_parallelism import (layout_figure, memory_panel,
+from warmup_kit.viz import widgets
+from warmup_kit.model.hardware import SYSTEMS
+from warmup_kit.parallelism.step import Transformer
+from warmup_kit.parallelism.placement import tp_share, tp_spread, with_rails
+from warmup_kit.viz.plots_parallelism import (layout_figure, memory_panel,
                                           rank_grids)
-from warmup_kit.plots_topology import (hier_vs_flat, hierarchy, placement_view,
+from warmup_kit.viz.plots_topology import (hier_vs_flat, hierarchy, placement_view,
                                        tp_allreduce_vs_size)
-from warmup_kit.topology import Layout
+from warmup_kit.model.topology import Layout
 
 GPT = Transformer(layers=40, hidden=6144, heads=48, seq=2048, vocab=51200)
 

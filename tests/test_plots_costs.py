@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from warmup_kit import crossover, fit, mpich_tuning
-from warmup_kit import plots_costs as pc
-from warmup_kit.widgets import Grid, Knob, explore
+from warmup_kit.measure import crossover
+from warmup_kit.measure import fit
+from warmup_kit.measure import mpich_tuning
+from warmup_kit.viz import plots_costs as pc
+from warmup_kit.viz.widgets import Grid, Knob, explore
 
 DATA = Path(__file__).resolve().parents[1] / "book" / "data" / "crossover.json"
 UNIT = fit.Fit(5e-6, 1 / 50e9, 1e-10)

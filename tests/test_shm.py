@@ -1,4 +1,4 @@
-"""The shared-memory transport (warmup_kit.comm.shm, warmup_kit.execute_shm).
+"""The shared-memory transport (warmup_kit.comm.shm, warmup_kit.execute.shm).
 
 * every collective and algorithm, N = 1..4, several dtypes, ops and lengths
   (0, 1, uneven): the zero-copy executor gives bit for bit what the generic
@@ -23,8 +23,8 @@ import pytest
 import warmup_kit as wk
 from warmup_kit.algorithms import algorithms_for, build
 from warmup_kit.comm.shm import SLOT, ShmComm, launch_shm
-from warmup_kit.execute import run_schedule
-from warmup_kit.execute_shm import run_schedule_shm
+from warmup_kit.execute.exchange import run_schedule
+from warmup_kit.execute.shm import run_schedule_shm
 from warmup_kit.schedule import COLLECTIVES, traffic
 
 TIMEOUT_S = 1.0

@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 
 from warmup_kit.algorithms import ALGORITHMS, build
-from warmup_kit.hardware import cluster
+from warmup_kit.model.hardware import cluster
 from warmup_kit.schedule import Schedule, Transfer, traffic
-from warmup_kit.simulate import simulate
+from warmup_kit.model.simulate import simulate
 
 V = 8 * 9 * 7 * 5 * 2 ** 12       # divisible by every chunk count used
 

@@ -1,11 +1,11 @@
 """Chapter 1 arithmetic: bytes per parameter, minimum GPUs, traffic."""
 import pytest
 
-from warmup_kit.parallelism import Transformer
-from warmup_kit.sizing import (RECIPES, bytes_per_param, min_gpus_for_state,
+from warmup_kit.parallelism.step import Transformer
+from warmup_kit.parallelism.sizing import (RECIPES, bytes_per_param, min_gpus_for_state,
                                min_model_parallel, single_gpu_days,
                                training_memory)
-from warmup_kit.step_traffic import per_step
+from warmup_kit.parallelism.traffic import per_step
 
 # GPT-3 175B: 96 layers, d_model 12288, 96 heads, context 2048 (Brown et
 # al. 2020, Table 2.1); vocabulary padded to 51,200 as in Megatron-LM.

@@ -1,4 +1,4 @@
-"""warmup_kit.widgets and plots: one definition, two renderings."""
+"""warmup_kit.viz.widgets and plots: one definition, two renderings."""
 from __future__ import annotations
 
 import json
@@ -6,10 +6,11 @@ import re
 
 import pytest
 
-from warmup_kit import plots, widgets
+from warmup_kit.viz import plots
+from warmup_kit.viz import widgets
 from warmup_kit.algorithms import build
 from warmup_kit.schedule import traffic
-from warmup_kit.widgets import (Explorer, Figure, Grid, Knob, Line, Panel,
+from warmup_kit.viz.widgets import (Explorer, Figure, Grid, Knob, Line, Panel,
                                 Points, explore, show)
 
 

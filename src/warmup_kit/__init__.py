@@ -5,13 +5,14 @@ written once as schedules (:mod:`warmup_kit.schedule`,
 :mod:`warmup_kit.algorithms`), run for real over MPI or TCP sockets
 (:mod:`warmup_kit.comm`), verified, costed and drawn.
 """
-from .algorithms import ALGORITHMS, build
-from .collectives import (all_gather, all_to_all, allreduce, broadcast, reduce,
-                          reduce_scatter)
-from .comm import launch, run_mpi
-from .errors import CollectiveTimeout, PeerLost, ProtocolError, RankDied
-from .ops import OPS
-from .schedule import Schedule, Transfer, traffic, verify
+from warmup_kit.algorithms import ALGORITHMS, build
+from warmup_kit.collectives import (
+    all_gather, all_to_all, allreduce, broadcast, reduce, reduce_scatter)
+from warmup_kit.comm import launch, run_mpi
+from warmup_kit.errors import (
+    CollectiveTimeout, PeerLost, ProtocolError, RankDied)
+from warmup_kit.ops import OPS
+from warmup_kit.schedule import Schedule, Transfer, traffic, verify
 
 __version__ = "0.1.0"
 

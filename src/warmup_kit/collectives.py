@@ -25,11 +25,11 @@ import zlib
 
 import numpy as np
 
-from .algorithms import build, default_algorithm
-from .comm.base import Comm, deadline_after
-from .execute import run_schedule
-from .ops import OPS, check_dtype, reduce_ufunc
-from .schedule import COLLECTIVES
+from warmup_kit.algorithms import build, default_algorithm
+from warmup_kit.comm.base import Comm, deadline_after
+from warmup_kit.execute.exchange import run_schedule
+from warmup_kit.ops import OPS, check_dtype, reduce_ufunc
+from warmup_kit.schedule import COLLECTIVES
 
 
 def _as_input(sendbuf, *, min_ndim: int = 0) -> np.ndarray:

@@ -3,9 +3,9 @@
 A :class:`Schedule` says, round by round, which rank sends which chunks of its
 buffer to which rank, and whether the receiver *reduces* them into its own
 chunks or *copies* them over. The same object is executed on a real
-communicator (:mod:`warmup_kit.execute`), verified symbolically
-(:func:`verify`), costed on a topology (:mod:`warmup_kit.simulate`) and drawn
-(:mod:`warmup_kit.plots`).
+communicator (:mod:`warmup_kit.execute.exchange`), verified symbolically
+(:func:`verify`), costed on a topology (:mod:`warmup_kit.model.simulate`) and drawn
+(:mod:`warmup_kit.viz.plots`).
 
 Semantics of a round (the executor and :func:`verify` both follow them):
 

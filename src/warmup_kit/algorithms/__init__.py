@@ -10,14 +10,17 @@ from contextlib import contextmanager
 from functools import lru_cache
 from typing import Callable
 
-from ..schedule import Schedule
-from .alltoall import direct_all_to_all
-from .hierarchical import default_ranks_per_node, hierarchical_allreduce
-from .naive import naive_allreduce
-from .recursive import rabenseifner_allreduce, recursive_doubling_allreduce
-from .ring import ring_all_gather, ring_allreduce, ring_reduce_scatter
-from .tree import (binomial_broadcast, binomial_reduce, double_tree_allreduce,
-                   tree_allreduce)
+from warmup_kit.schedule import Schedule
+from warmup_kit.algorithms.alltoall import direct_all_to_all
+from warmup_kit.algorithms.hierarchical import (
+    default_ranks_per_node, hierarchical_allreduce)
+from warmup_kit.algorithms.naive import naive_allreduce
+from warmup_kit.algorithms.recursive import (
+    rabenseifner_allreduce, recursive_doubling_allreduce)
+from warmup_kit.algorithms.ring import (
+    ring_all_gather, ring_allreduce, ring_reduce_scatter)
+from warmup_kit.algorithms.tree import (
+    binomial_broadcast, binomial_reduce, double_tree_allreduce, tree_allreduce)
 
 ALLREDUCE: dict[str, Callable[..., Schedule]] = {
     "naive": naive_allreduce,

@@ -8,7 +8,7 @@ rank sends and receives (N-1)/N of its buffer.
 """
 from __future__ import annotations
 
-from ..schedule import Schedule, Transfer
+from warmup_kit.schedule import Schedule, Transfer
 
 
 def direct_all_to_all(n: int) -> Schedule:

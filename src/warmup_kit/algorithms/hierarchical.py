@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import math
 
-from ..schedule import Schedule, concat_rounds, merge_rounds
-from .ring import ring_all_gather_rounds, ring_reduce_scatter_rounds
+from warmup_kit.schedule import Schedule, concat_rounds, merge_rounds
+from warmup_kit.algorithms.ring import (
+    ring_all_gather_rounds, ring_reduce_scatter_rounds)
 
 
 def default_ranks_per_node(n: int) -> int:

@@ -6,7 +6,7 @@ compares against.
 """
 from __future__ import annotations
 
-from ..schedule import Schedule, Transfer
+from warmup_kit.schedule import Schedule, Transfer
 
 
 def naive_allreduce(n: int) -> Schedule:

@@ -13,7 +13,7 @@ non-powers of two (Thakur, Rabenseifner and Gropp 2005, section 4).
 """
 from __future__ import annotations
 
-from ..schedule import Schedule, Transfer
+from warmup_kit.schedule import Schedule, Transfer
 
 
 def _fold(n: int, chunks: tuple[int, ...]):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..schedule import Schedule, Transfer, fast_transfer
+from warmup_kit.schedule import Schedule, Transfer, fast_transfer
 
 Block = tuple[int, ...]
 

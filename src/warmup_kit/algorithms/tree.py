@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..schedule import Schedule, Transfer, merge_rounds
+from warmup_kit.schedule import Schedule, Transfer, merge_rounds
 
 
 def _depth(i: int) -> int:

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import sys
 
-from . import (all_gather, all_to_all, allreduce, broadcast, reduce,
-               reduce_scatter)
-from .harness import (Options, bench_rank, merge, parse_table, report, table,
-                      under_mpi)
-from .record import Collective
+from warmup_kit.bench import (
+    all_gather, all_to_all, allreduce, broadcast, reduce, reduce_scatter)
+from warmup_kit.bench.harness import (
+    Options, bench_rank, merge, parse_table, report, table, under_mpi)
+from warmup_kit.bench.record import Collective
 
 #: name -> record, one per collective file
 COLLECTIVES: dict[str, Collective] = {
@@ -37,21 +37,21 @@ COLLECTIVES: dict[str, Collective] = {
 def run_sockets(opts: Options, world: int, timeout: float = 900.0,
                 collective: Collective | None = None) -> list[dict]:
     """The sweep on ``world`` socket ranks of this host; merged rows."""
-    from ..comm import launch
+    from warmup_kit.comm import launch
     coll = collective or COLLECTIVES[opts.collective]
     per_rank = launch(_socket_rank, world, args=(opts, coll), timeout=timeout)
     return merge(per_rank, opts, coll, world)
 
 
 def _socket_rank(comm, opts, coll):
-    from .harness import SocketContext
+    from warmup_kit.bench.harness import SocketContext
     return bench_rank(SocketContext(comm), opts, coll)
 
 
 def run_mpi_ranks(opts: Options, collective: Collective | None = None
                   ) -> list[dict] | None:
     """The sweep on this MPI job's ranks; merged rows on rank 0, else None."""
-    from .harness import MPIContext
+    from warmup_kit.bench.harness import MPIContext
     coll = collective or COLLECTIVES[opts.collective]
     ctx = MPIContext()
     try:
@@ -68,7 +68,7 @@ def main(argv=None) -> int:
 
     Exits 1 if any result was wrong, 2 on bad flags.
     """
-    from .harness import options, parse_args
+    from warmup_kit.bench.harness import options, parse_args
     args = parse_args(argv)
     try:
         opts = options(args)

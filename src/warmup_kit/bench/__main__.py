@@ -1,4 +1,4 @@
 """``python -m warmup_kit.bench``: see :mod:`warmup_kit.bench`."""
-from . import main
+from warmup_kit.bench import main
 
 raise SystemExit(main())

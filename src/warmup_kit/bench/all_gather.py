@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..execute import run_schedule
-from .record import Collective, Layout, pattern, whole_blocks
+from warmup_kit.execute.exchange import run_schedule
+from warmup_kit.bench.record import Collective, Layout, pattern, whole_blocks
 
 
 def layout(count: int, n: int) -> Layout:

@@ -7,8 +7,9 @@ preallocated output, as the library does.
 """
 from __future__ import annotations
 
-from ..execute import run_schedule
-from .record import Collective, Layout, mpi_op, pattern, reduced
+from warmup_kit.execute.exchange import run_schedule
+from warmup_kit.bench.record import (
+    Collective, Layout, mpi_op, pattern, reduced)
 
 
 def layout(count: int, n: int) -> Layout:

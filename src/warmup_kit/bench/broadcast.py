@@ -5,8 +5,8 @@ carries the whole buffer once whatever the algorithm).
 """
 from __future__ import annotations
 
-from ..execute import run_schedule
-from .record import Collective, Layout, pattern
+from warmup_kit.execute.exchange import run_schedule
+from warmup_kit.bench.record import Collective, Layout, pattern
 
 
 def layout(count: int, n: int) -> Layout:

@@ -19,10 +19,10 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..algorithms import algorithms_for, build
-from ..comm.base import deadline_after
-from ..ops import check_dtype
-from .record import Collective, wrong
+from warmup_kit.algorithms import algorithms_for, build
+from warmup_kit.comm.base import deadline_after
+from warmup_kit.ops import check_dtype
+from warmup_kit.bench.record import Collective, wrong
 
 MPI_ENV = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "MPI_LOCALRANKID")
 TYPE_NAMES = {"float64": "double", "float32": "float", "float16": "half",
@@ -78,7 +78,7 @@ class MPIContext:
     def __init__(self) -> None:
         from mpi4py import MPI
 
-        from ..comm.mpi import MPIComm
+        from warmup_kit.comm.mpi import MPIComm
         self.world = MPI.COMM_WORLD.Dup()
         self.comm = MPIComm(self.world)
         self.rank, self.size = self.world.Get_rank(), self.world.Get_size()

@@ -17,8 +17,8 @@ from typing import Callable
 
 import numpy as np
 
-from ..costs import BUSBW_FACTORS
-from ..ops import OPS
+from warmup_kit.model.costs import BUSBW_FACTORS
+from warmup_kit.ops import OPS
 
 
 @dataclass
@@ -70,7 +70,7 @@ class Collective:
 
     def busbw_factor(self, n: int) -> float:
         """algbw -> busbw (nccl-tests doc/PERFORMANCE.md), from the one
-        table of the model, :data:`warmup_kit.costs.BUSBW_FACTORS`."""
+        table of the model, :data:`warmup_kit.model.costs.BUSBW_FACTORS`."""
         return BUSBW_FACTORS[self.name](n)
 
     def alloc(self, lay: Layout, dtype) -> Buffers:

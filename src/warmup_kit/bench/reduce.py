@@ -5,8 +5,9 @@ output is checked.
 """
 from __future__ import annotations
 
-from ..execute import run_schedule
-from .record import Collective, Layout, mpi_op, pattern, reduced
+from warmup_kit.execute.exchange import run_schedule
+from warmup_kit.bench.record import (
+    Collective, Layout, mpi_op, pattern, reduced)
 
 
 def layout(count: int, n: int) -> Layout:

@@ -6,8 +6,9 @@ a view of this rank's block: no copy.
 """
 from __future__ import annotations
 
-from ..execute import run_schedule
-from .record import Collective, Layout, mpi_op, pattern, reduced, whole_blocks
+from warmup_kit.execute.exchange import run_schedule
+from warmup_kit.bench.record import (
+    Collective, Layout, mpi_op, pattern, reduced, whole_blocks)
 
 
 def layout(count: int, n: int) -> Layout:

@@ -25,8 +25,8 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..errors import RankDied
-from .sockets import SocketComm
+from warmup_kit.errors import RankDied
+from warmup_kit.comm.sockets import SocketComm
 
 #: environment that makes oversubscribed MPICH ranks yield the CPU
 MPICH_YIELD_ENV = {"MPIR_CVAR_CH4_PROGRESS_THROTTLE": "1",
@@ -177,7 +177,7 @@ def _collect(pipes, procs, deadline: float, grace: float) -> dict:
 
 
 def _raise_outcome(outcomes: dict, world: int, return_exceptions: bool):
-    from ..errors import CollectiveTimeout, PeerLost
+    from warmup_kit.errors import CollectiveTimeout, PeerLost
     results, errors = [], []
     for r in range(world):
         kind, *rest = outcomes.get(r, ("error", RuntimeError("no outcome"), ""))

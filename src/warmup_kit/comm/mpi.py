@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 import time
 
-from ..errors import CollectiveTimeout
-from .base import Comm
+from warmup_kit.errors import CollectiveTimeout
+from warmup_kit.comm.base import Comm
 
 TAG = 7
 #: seconds without any completion a deadline wait spins (polling, yielding)

@@ -15,7 +15,7 @@ segment; its pid; whom it is waiting for; a clean-exit flag) and a mailbox of
 :data:`SLOT` bytes per ordered pair for :meth:`ShmComm.exchange` (the
 header check of the collectives, and the generic executor).
 
-:mod:`warmup_kit.execute_shm` runs schedules zero-copy: buffers allocated
+:mod:`warmup_kit.execute.shm` runs schedules zero-copy: buffers allocated
 with :meth:`ShmComm.empty` live in the rank's data segment, and a receiver
 reduces or copies straight out of the sender's segment. Stores become
 visible in program order (x86-64 TSO), so a counter written after the data
@@ -33,9 +33,9 @@ from multiprocessing import shared_memory
 
 import numpy as np
 
-from ..errors import CollectiveTimeout, PeerLost, ProtocolError
-from .base import Comm
-from .launch import _collect, _context, _raise_outcome, _reap
+from warmup_kit.errors import CollectiveTimeout, PeerLost, ProtocolError
+from warmup_kit.comm.base import Comm
+from warmup_kit.comm.launch import _collect, _context, _raise_outcome, _reap
 
 DONE, READ, PID, WAIT, BUF_OFF, SRC_OFF, EXITED = range(7)
 ROW = 8                       # int64 per rank: one 64-byte line

@@ -26,8 +26,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import CollectiveTimeout, PeerLost, ProtocolError
-from .base import Comm, deadline_after
+from warmup_kit.errors import CollectiveTimeout, PeerLost, ProtocolError
+from warmup_kit.comm.base import Comm, deadline_after
 
 HEADER = struct.Struct("!4s4sIQ")
 HELLO = struct.Struct("!4sII")

@@ -1,0 +1,1 @@
+"""Executors: a schedule run for real on a communicator."""

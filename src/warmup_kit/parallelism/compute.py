@@ -1,0 +1,101 @@
+"""Time of one transformer layer's kernels on one GPU (book, Chapter 1).
+
+The work of a GPT layer under tensor parallelism t (Shoeybi et al. 2019,
+section 3; Narayanan et al. 2021, appendix "FLOPs"), split into
+
+* GEMMs, each timed by a roofline: ``max(flops / (peak * gemm_efficiency),
+  bytes / (hbm * hbm_efficiency))``. Big GEMMs are compute-bound; the
+  attention batched GEMMs (k = head dim) and small hidden sizes are not,
+  which is why achieved FLOP/s grows with model size;
+* memory-bound elementwise kernels (layer norms, bias-GeLU, dropout,
+  residual adds, the scale-mask-softmax over the b * a * s * s attention
+  scores unless FlashAttention fuses it), timed by bytes / HBM bandwidth;
+  with sequence parallelism (Korthikanti et al. 2022, section 4.2.2) the
+  norms and dropouts are split over the TP group.
+
+Backward = twice the forward work (input and weight gradients).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from warmup_kit.model.hardware import GPU
+
+BYTES = 2            # bf16 / fp16 activations and weights
+FLASH_EFFICIENCY = 0.7   # fused attention vs plain GEMM efficiency (FA2
+#                          reaches ~50-73% of A100 peak: Dao 2023, sec. 4)
+
+
+@dataclass(frozen=True)
+class LayerTimes:
+    """Per micro-batch, per GPU, one layer (seconds)."""
+
+    gemm_fwd_s: float
+    attn_core_fwd_s: float     # QK^T, softmax, dropout, AV: what selective
+    #                            recomputation recomputes
+    elementwise_fwd_s: float
+
+    @property
+    def fwd_s(self) -> float:
+        return self.gemm_fwd_s + self.attn_core_fwd_s + self.elementwise_fwd_s
+
+
+def gemm_s(gpu: GPU, m: float, n: float, k: float, batch: float = 1,
+           precision: str = "bf16") -> float:
+    """Roofline time of ``batch`` GEMMs (m x k) @ (k x n)."""
+    flops = 2.0 * m * n * k * batch
+    nbytes = BYTES * (m * k + k * n + m * n) * batch
+    return max(flops / (gpu.peak_flops(precision) * gpu.gemm_efficiency),
+               nbytes / (gpu.hbm_tbps * 1e12 * gpu.hbm_efficiency))
+
+
+def stream_s(gpu: GPU, nbytes: float) -> float:
+    """Time of a memory-bound kernel that moves ``nbytes``."""
+    return nbytes / (gpu.hbm_tbps * 1e12 * gpu.hbm_efficiency)
+
+
+def layer_times(gpu: GPU, *, b: int, s: int, h: int, a: int, ffn: int,
+                t: int, sequence_parallel: bool = False,
+                flash_attention: bool = False,
+                precision: str = "bf16") -> LayerTimes:
+    """Forward kernel times of one layer for a micro-batch of ``b``.
+
+    Args:
+        gpu: the accelerator.
+        b, s, h, a, ffn: micro-batch, sequence, hidden, heads, FFN width.
+        t: tensor-parallel size (heads and FFN columns split t ways).
+        sequence_parallel: norms and dropouts split over the TP group.
+        flash_attention: one fused attention kernel, no s x s tensors.
+    """
+    bs = b * s
+    d = h // a
+    heads = a / t
+    gemm = (gemm_s(gpu, bs, 3 * h / t, h, precision=precision)   # QKV
+            + gemm_s(gpu, bs, h, h / t, precision=precision)     # proj
+            + gemm_s(gpu, bs, ffn / t, h, precision=precision)   # FC1
+            + gemm_s(gpu, bs, h, ffn / t, precision=precision))  # FC2
+    if flash_attention:
+        # causal: about half of the s x s tiles are computed
+        flops = 0.5 * 4.0 * b * s * s * d * heads
+        attn = flops / (gpu.peak_flops(precision) * gpu.gemm_efficiency
+                        * FLASH_EFFICIENCY)
+    else:
+        scores = b * heads * s * s
+        attn = (gemm_s(gpu, s, s, d, b * heads, precision)      # QK^T
+                + gemm_s(gpu, s, d, s, b * heads, precision)    # AV
+                # fused scale-mask-softmax r+w, dropout r+w and 1-byte mask
+                + stream_s(gpu, scores * (4 * BYTES + 1)))
+    # per bsh element: 2 layer norms (r+w), 2 bias-dropout-adds (2r+w, mask)
+    replicated = bs * h * (2 * 2 * BYTES + 2 * (3 * BYTES + 1))
+    if sequence_parallel:
+        replicated /= t
+    gelu = bs * ffn / t * 2 * BYTES                               # r+w
+    return LayerTimes(gemm, attn, stream_s(gpu, replicated + gelu))
+
+
+def logits_fwd_s(gpu: GPU, *, b: int, s: int, h: int, vocab: int, t: int,
+                 precision: str = "bf16") -> float:
+    """Output layer (vocab-parallel GEMM) and cross-entropy, forward."""
+    g = gemm_s(gpu, b * s, vocab / t, h, precision=precision)
+    # fp32 softmax over the logits: read bf16, write fp32, read again
+    return g + stream_s(gpu, b * s * vocab / t * (BYTES + 4 + 4))

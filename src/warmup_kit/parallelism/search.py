@@ -1,0 +1,82 @@
+"""Search all (tp, pp, dp, micro-batch) layouts for the fastest that fits.
+
+Book, Chapter 1: the layout question Narayanan et al. 2021 answer by hand in
+section 3.3 ("takeaways": TP up to the NVLink island, then PP to fit, then DP).
+Here every legal layout is priced with
+:func:`~warmup_kit.parallelism.step.iteration_time` and the ones that fit in
+memory are ranked by iteration time.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+from warmup_kit.model.hardware import Cluster, cluster as make_cluster
+from warmup_kit.parallelism.step import (
+    IterationResult, Transformer, iteration_time)
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def layouts(model: Transformer, n_gpus: int, global_batch: int, *,
+            max_tp: int, micro_batches: Iterable[int] = (1, 2, 4, 8),
+            interleaves: Iterable[int] = (1,)
+            ) -> Iterable[tuple[int, int, int, int, int]]:
+    """Legal (tp, pp, dp, micro_batch, interleave) tuples for ``n_gpus``."""
+    for tp in _divisors(n_gpus):
+        if tp > max_tp or model.heads % tp or model.ffn % tp:
+            continue
+        for pp in _divisors(n_gpus // tp):
+            dp = n_gpus // (tp * pp)
+            if global_batch % dp:
+                continue
+            for v in interleaves:
+                if model.layers % (pp * v) or (v > 1 and pp == 1):
+                    continue
+                for mb in micro_batches:
+                    if (global_batch // dp) % mb == 0:
+                        yield tp, pp, dp, mb, v
+
+
+def search(model: Transformer, cluster: Cluster | int, global_batch: int, *,
+           system: str = "dgx-a100", top: int = 5,
+           micro_batches: Iterable[int] = (1, 2, 4, 8),
+           interleaves: Iterable[int] = (1,), max_tp: int | None = None,
+           **kwargs) -> list[IterationResult]:
+    """The ``top`` fastest layouts of ``model`` that fit in memory.
+
+    Args:
+        model: the transformer.
+        cluster: a cluster, or a GPU count (whole nodes of ``system``).
+        global_batch: sequences per iteration.
+        micro_batches, interleaves: values to try.
+        max_tp: largest TP size; default the NVLink island (TP beyond it
+            crosses the network on every layer).
+        **kwargs: passed to :func:`iteration_time` (recompute, ...).
+
+    Returns:
+        Results sorted by ``total_s``; each has ``.config`` with the layout.
+        Empty when nothing fits.
+    """
+    if isinstance(cluster, int):
+        g = make_cluster(system).gpus_per_node
+        cluster = make_cluster(system, -(-cluster // g))
+        n_gpus = cluster.n_gpus
+    else:
+        n_gpus = cluster.n_gpus
+    sysm = cluster.system
+    island = sysm.nvlink_domain if sysm.nvlink else sysm.gpus_per_node
+    max_tp = min(island, n_gpus) if max_tp is None else max_tp
+    out = []
+    for tp, pp, dp, mb, v in layouts(model, n_gpus, global_batch,
+                                     max_tp=max_tp,
+                                     micro_batches=micro_batches,
+                                     interleaves=interleaves):
+        r = iteration_time(model, cluster, tp=tp, pp=pp, dp=dp,
+                           global_batch=global_batch, micro_batch=mb,
+                           interleave=v, **kwargs)
+        if r.fits:
+            out.append(r)
+    out.sort(key=lambda r: r.total_s)
+    return out[:top]

@@ -1,0 +1,129 @@
+"""Draw a widget spec as Plotly data (the static twin, no kernel needed)."""
+from __future__ import annotations
+
+import html
+import math
+from typing import Sequence
+
+from warmup_kit.viz.spec import (
+    CELL_COLORS, Bars, Figure, Grid, Line, Points, Trace, _color, _outline)
+
+
+def _nan_to_none(v: Sequence[float]) -> list:
+    return [None if x != x else x for x in v]
+
+
+def _plotly_trace(t: Trace, i: int, axis: int) -> dict | list[dict]:
+    """One spec trace as Plotly trace dict(s); always as many per kind."""
+    xa, ya = ("x", "y") if axis == 1 else (f"x{axis}", f"y{axis}")
+    col = _color(getattr(t, "color", None), i)
+    base = dict(xaxis=xa, yaxis=ya)
+    if isinstance(t, Line):
+        return dict(base, type="scatter", x=list(t.x), y=list(t.y),
+                    name=t.name, showlegend=bool(t.name),
+                    mode="lines+markers" if t.markers else "lines",
+                    line=dict(color=col, dash="dash" if t.dash else "solid"))
+    if isinstance(t, Bars):
+        return dict(base, type="bar", x=[str(v) for v in t.x], y=list(t.y),
+                    name=t.name, showlegend=bool(t.name), marker_color=col)
+    if isinstance(t, Points) and t.open_square:
+        ox, oy = _outline(t)
+        return [dict(base, type="scatter", mode="lines", hoverinfo="skip",
+                     x=_nan_to_none(ox), y=_nan_to_none(oy), showlegend=False,
+                     line=dict(color=col, width=3)),
+                dict(base, type="scatter", mode="text", x=list(t.x),
+                     y=[y + 0.32 for y in t.y], text=list(t.text),
+                     textfont=dict(color=col), showlegend=False,
+                     hoverinfo="skip")]
+    if isinstance(t, Points):
+        return dict(base, type="scatter", x=list(t.x), y=list(t.y),
+                    text=list(t.text), mode="markers+text",
+                    textposition="bottom center", name=t.name,
+                    showlegend=bool(t.name), marker=dict(color=col, size=8))
+    return dict(base, type="heatmap", z=[list(r) for r in t.z],
+                text=[list(r) for r in t.text], texttemplate="%{text}",
+                zmin=t.zmin, zmax=t.zmax, colorscale=CELL_COLORS,
+                textfont=dict(color="#111111"),
+                showscale=False, hoverinfo="text", name="")
+
+
+def _finite(vals, log: bool) -> list[float]:
+    out = []
+    for v in vals:
+        if isinstance(v, (int, float)) and v == v and (v > 0 or not log):
+            out.append(float(v))
+    return out
+
+
+def _line_ranges(frames: list[Figure], p: int, log: bool, axis: str):
+    """One fixed range per axis over all frames, so frames compare."""
+    vals = []
+    for f in frames:
+        for t in f.panels[p].traces:
+            if not isinstance(t, Grid):
+                vals += _finite(getattr(t, axis), log)
+    if not vals:
+        return None
+    lo, hi = min(vals), max(vals)
+    if log:
+        lo, hi = math.log10(lo), math.log10(hi)
+        pad = 0.05 * (hi - lo or 1)
+        return [lo - pad, hi + pad]
+    lo = min(lo, 0.0) if axis == "y" else lo
+    pad = 0.05 * (hi - lo or 1)
+    return [lo - pad, hi + pad]
+
+
+def _plotly_layout(spec: Figure, ranges: list) -> dict:
+    k = len(spec.panels)
+    gap = 0.12 if k > 1 else 0.0       # room for the next panel's y axis
+    layout: dict = dict(title=dict(text=html.escape(spec.title), x=0.5),
+                        annotations=[], margin=dict(t=70, l=60, r=20),
+                        legend=dict(x=0.01, y=0.99, xanchor="left",
+                                    yanchor="top",
+                                    bgcolor="rgba(255,255,255,0.8)"),
+                        plot_bgcolor="white")
+    for p, panel in enumerate(spec.panels):
+        sfx = "" if p == 0 else str(p + 1)
+        x0, x1 = p / k + gap / 2 * (p > 0), (p + 1) / k - gap / 2 * (p < k - 1)
+        grid = next((t for t in panel.traces if isinstance(t, Grid)), None)
+        xa = dict(domain=[x0, x1], title=dict(text=panel.xlabel),
+                  anchor=f"y{sfx}", gridcolor="#e5e5e5",
+                  type="log" if panel.logx else "-")  # "-": autotype
+        ya = dict(title=dict(text=panel.ylabel), anchor=f"x{sfx}",
+                  gridcolor="#e5e5e5", type="log" if panel.logy else "linear")
+        if grid is not None:
+            nr, nc = len(grid.ylabels), len(grid.xlabels)
+            xa.update(range=[-0.5, nc - 0.5], tickvals=list(range(nc)),
+                      ticktext=list(grid.xlabels), showgrid=False)
+            ya.update(range=[nr - 0.5, -0.5], tickvals=list(range(nr)),
+                      ticktext=list(grid.ylabels), showgrid=False)
+        else:
+            xa["range"], ya["range"] = ranges[p]
+            if panel.ylim:
+                ya["range"] = list(panel.ylim)
+        layout[f"xaxis{sfx}"], layout[f"yaxis{sfx}"] = xa, ya
+        layout["annotations"].append(dict(
+            text=html.escape(panel.title), x=(x0 + x1) / 2, y=1.0,
+            xref="paper", yref="paper", xanchor="center", yanchor="bottom",
+            showarrow=False, font=dict(size=13)))
+    return layout
+
+
+def _figure_data(spec: Figure) -> list[dict]:
+    out: list[dict] = []
+    for p, panel in enumerate(spec.panels):
+        for i, t in enumerate(panel.traces):
+            tr = _plotly_trace(t, i, p + 1)
+            out += tr if isinstance(tr, list) else [tr]
+    return out
+
+
+def _shape(spec: Figure) -> list[tuple[int, str]]:
+    return [(p, type(t).__name__) for p, panel in enumerate(spec.panels)
+            for t in panel.traces]
+
+
+def _key(idx: Sequence[int]) -> str:
+    return "f" + "_".join(map(str, idx))
+
