@@ -2,8 +2,9 @@
 import pytest
 
 from warmup_kit.algorithms import build
+from warmup_kit.model.nccl import busbw
 from warmup_kit.model.costs import (BUSBW_FACTORS, CLOSED_FORMS, allreduce_s,
-                              busbw, busbw_factor, hierarchical_allreduce_s,
+                              busbw_factor, hierarchical_allreduce_s,
                               ring_reduce_scatter_s)
 from warmup_kit.model.hardware import cluster
 from warmup_kit.model.nccl import best, choices

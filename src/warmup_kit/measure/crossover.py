@@ -31,6 +31,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from warmup_kit.machine import cpu_name
 from warmup_kit.measure import fit as F
 from warmup_kit.comm.launch import MPICH_YIELD_ENV, find_mpiexec
 
@@ -46,21 +47,10 @@ def bench_args(algorithms=ALGORITHMS, sweep=SWEEP) -> list[str]:
     return [*sweep, "--algorithms", ",".join(algorithms)]
 
 
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def label(ranks: list[int], library: str) -> dict:
     """Machine facts for a stored measurement (no host name)."""
     cores = os.cpu_count() or 1
-    return {"date": _dt.date.today().isoformat(), "cpu": _cpu_model(),
+    return {"date": _dt.date.today().isoformat(), "cpu": cpu_name(),
             "cores": cores, "mpi_library": library,
             "python": platform.python_version(), "ranks": ranks,
             "load_average_1min_before": round(os.getloadavg()[0], 2),

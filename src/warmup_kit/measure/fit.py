@@ -69,7 +69,7 @@ class Fit:
 
 
 @lru_cache(maxsize=256)
-def _rounds(collective: str, algorithm: str, n: int):
+def schedule_rounds(collective: str, algorithm: str, n: int):
     s = build(collective, algorithm, n)
     out = []
     for rnd in s.rounds:
@@ -83,7 +83,7 @@ def features(algorithm: str, nbytes: int, n: int, *,
     """(R, B, G) of a schedule: rounds that move data, bytes on the critical
     path (per round, the busiest rank's larger of sent and received), and
     bytes reduced on it (per round, the busiest reducer's)."""
-    chunks, rounds = _rounds(collective, algorithm, n)
+    chunks, rounds = schedule_rounds(collective, algorithm, n)
     sizes = np.asarray(chunk_sizes(nbytes // itemsize, chunks)) * itemsize
     R, B, G = 0, 0.0, 0.0
     for rnd in rounds:
@@ -112,7 +112,7 @@ def predict(algorithm: str, nbytes: int, n: int, fit: Fit, *,
             + G * fit.gamma_s_per_byte)
 
 
-def _nnls_rel(X: np.ndarray, t: np.ndarray) -> np.ndarray:
+def nnls_rel(X: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Minimise sum(((X p - t) / t)^2) over p >= 0 (3 unknowns: try every
     set of free parameters and keep the best feasible solution)."""
     A = X / t[:, None]
@@ -173,9 +173,9 @@ def fit(rows: list[dict], *, collective: str = "allreduce",
                   for r in use], dtype=float)
     t = np.array([r["time_us"] * 1e-6 for r in use])
     if gamma_s_per_byte is None:
-        a, b, g = _nnls_rel(X, t)
+        a, b, g = nnls_rel(X, t)
     else:
-        a, b = _nnls_rel(X[:, :2], t - X[:, 2] * gamma_s_per_byte)
+        a, b = nnls_rel(X[:, :2], t - X[:, 2] * gamma_s_per_byte)
         g = gamma_s_per_byte
     out = Fit(float(a), float(b), float(g), points=len(use),
               ranks=use[0]["ranks"] if len({r["ranks"] for r in use}) == 1

@@ -48,7 +48,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from warmup_kit.execute import plan as P
-from warmup_kit.measure.fit import ITEMSIZE, _nnls_rel, _rounds
+from warmup_kit.machine import cores
+from warmup_kit.measure.fit import ITEMSIZE, nnls_rel, schedule_rounds
 from warmup_kit.schedule import chunk_sizes
 
 PARAMS = ("call_s", "alpha_s", "mu_s", "beta_s_per_byte", "gamma_s_per_byte",
@@ -57,14 +58,6 @@ PARAMS = ("call_s", "alpha_s", "mu_s", "beta_s_per_byte", "gamma_s_per_byte",
 #: messages this large take MPICH's rendezvous path between ranks on one
 #: host (its shared-memory cell size and single-copy threshold, both 8 KiB)
 RNDV_BYTES = 8192
-
-
-def cores() -> int:
-    """CPU cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
 
 
 def llc_bytes(default: int = 32 << 20) -> int:
@@ -122,7 +115,7 @@ def features(algorithm: str, nbytes: int, n: int, ncores: int, *,
     """``[1, R, M, B, G, V]``: the call, rounds, the busiest rank's messages,
     bytes copied and reduced on the critical path, and the busiest rank's
     rendezvous messages, ``n`` ranks sharing ``ncores`` cores."""
-    chunks, rounds = _rounds(collective, algorithm, n)
+    chunks, rounds = schedule_rounds(collective, algorithm, n)
     sizes = np.asarray(chunk_sizes(nbytes // itemsize, chunks)) * itemsize
     R, M, V, B, G = 0, 0, 0, 0.0, 0.0
     for rnd in rounds:
@@ -218,7 +211,7 @@ def fit_host(rows: list[dict], *, ncores: int | None = None,
                            itemsize=ITEMSIZE.get(r.get("type"), 8))
                   for r in use])
     t = np.array([r["time_us"] * 1e-6 for r in use])
-    p = _nnls_rel(X, t)
+    p = nnls_rel(X, t)
     out = HostFit(*map(float, p), cores=ncores, points=len(use),
                   ranks=use[0]["ranks"] if len({r["ranks"] for r in use}) == 1
                   else None)

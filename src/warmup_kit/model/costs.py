@@ -23,7 +23,7 @@ interchangeably. The bus-bandwidth factors of nccl-tests live here, in
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from typing import Callable
 
 #: nccl-tests bus bandwidth: busbw = algbw * factor(n) (nccl-tests
 #: doc/PERFORMANCE.md). The one table every module imports.
@@ -191,20 +191,3 @@ def allreduce_s(algorithm: str, nbytes: float, n: int, alpha_s: float,
     return CLOSED_FORMS[algorithm](nbytes, n, alpha_s, bw_bytes_per_s,
                                    gamma_s_per_byte)
 
-
-def busbw(collective: str, nbytes: int, cluster, ranks: int |
-          Sequence[int] | None = None) -> float:
-    """Bus bandwidth (GB/s, nccl-tests definition) of the best algorithm.
-
-    See :func:`warmup_kit.model.nccl.busbw`; here so that callers find it
-    beside the factors.
-    """
-    from warmup_kit.model.nccl import busbw as _busbw
-    return _busbw(collective, nbytes, cluster, ranks)
-
-
-def collective_s(collective: str, nbytes: int, cluster, ranks: int |
-                 Sequence[int] | None = None) -> float:
-    """Time of the best algorithm for one collective (seconds)."""
-    from warmup_kit.model.nccl import best
-    return best(collective, nbytes, cluster, ranks).time_s

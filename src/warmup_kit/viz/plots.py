@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from warmup_kit.algorithms import build
+from warmup_kit.units import human_bytes
 from warmup_kit.schedule import Schedule, simulate_contents, traffic
 from warmup_kit.viz.widgets import (
     Bars, Figure, Grid, Knob, Line, Panel, Points, explore)
@@ -152,15 +153,10 @@ def ring_time_split(nbytes: float, alpha_s: float, bw_bytes_per_s: float,
     return Panel([Line(ns, [a + b for a, b in zip(lat, bw)], "total"),
                   Line(ns, lat, "latency 2(N-1)·α", dash=True),
                   Line(ns, bw, "bandwidth 2(N-1)/N·V/B", dash=True)],
-                 title=f"ring all-reduce of V = {_size(nbytes)}",
+                 title=f"ring all-reduce of V = {human_bytes(nbytes)}",
                  xlabel="ranks N", ylabel="time (µs)", logx=True, logy=True)
 
 
-def _size(nbytes: float) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:g} {unit}"
-    return f"{nbytes:g} B"
 
 
 def collective_stepper(n: int = 4, collectives: Sequence[str] = (

@@ -16,6 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from warmup_kit.model import costs
+from warmup_kit.units import human_bytes as human
 from warmup_kit.measure import fit as F
 from warmup_kit.algorithms import build
 from warmup_kit.algorithms.hierarchical import hierarchical_allreduce
@@ -72,14 +73,6 @@ def crossover_bytes(a: str, b: str, n: int, alpha_s: float,
                 x0, x1 = (x0, mid) if d(mid) < 0 else (mid, x1)
             return float(x1)
     return None
-
-
-def human(nbytes: float) -> str:
-    """8 B, 64 KiB, 2 GiB: a size for a label."""
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if nbytes >= 1 << shift:
-            return f"{nbytes / (1 << shift):.3g} {unit}"
-    return f"{nbytes:.0f} B"
 
 
 def winner_grid(alpha_s: float, bw_bytes_per_s: float,

@@ -4,24 +4,24 @@ from __future__ import annotations
 import io
 
 from warmup_kit.viz.spec import (
-    CELL_COLORS, Bars, Figure, Grid, Line, Panel, Points, Trace, _color, _outline, as_figure)
+    CELL_COLORS, Bars, Figure, Grid, Line, Panel, Points, Trace, cell_color, cell_outline, as_figure)
 
 
 def _mpl_trace(ax, t: Trace, i: int) -> None:
     if isinstance(t, Line):
         ax.plot(t.x, t.y, "--" if t.dash else "-", marker="o" if t.markers
-                else None, color=_color(t.color, i), label=t.name or None)
+                else None, color=cell_color(t.color, i), label=t.name or None)
     elif isinstance(t, Bars):
-        ax.bar([str(v) for v in t.x], t.y, color=_color(t.color, i),
+        ax.bar([str(v) for v in t.x], t.y, color=cell_color(t.color, i),
                label=t.name or None)
     elif isinstance(t, Points) and t.open_square:
-        ox, oy = _outline(t)
-        ax.plot(ox, oy, color=_color(t.color, i), linewidth=2.5, zorder=3)
+        ox, oy = cell_outline(t)
+        ax.plot(ox, oy, color=cell_color(t.color, i), linewidth=2.5, zorder=3)
         for x, y, s in zip(t.x, t.y, t.text):
             ax.text(x, y + 0.32, s, ha="center", va="center", fontsize=8,
-                    color=_color(t.color, i), weight="bold")
+                    color=cell_color(t.color, i), weight="bold")
     elif isinstance(t, Points):
-        ax.scatter(t.x, t.y, color=_color(t.color, i), label=t.name or None,
+        ax.scatter(t.x, t.y, color=cell_color(t.color, i), label=t.name or None,
                    zorder=3)
         for x, y, s in zip(t.x, t.y, t.text):
             ax.annotate(s, (x, y), xytext=(0, -10), textcoords="offset points",

@@ -6,7 +6,7 @@ import math
 from typing import Sequence
 
 from warmup_kit.viz.spec import (
-    CELL_COLORS, Bars, Figure, Grid, Line, Points, Trace, _color, _outline)
+    CELL_COLORS, Bars, Figure, Grid, Line, Points, Trace, cell_color, cell_outline)
 
 
 def _nan_to_none(v: Sequence[float]) -> list:
@@ -16,7 +16,7 @@ def _nan_to_none(v: Sequence[float]) -> list:
 def _plotly_trace(t: Trace, i: int, axis: int) -> dict | list[dict]:
     """One spec trace as Plotly trace dict(s); always as many per kind."""
     xa, ya = ("x", "y") if axis == 1 else (f"x{axis}", f"y{axis}")
-    col = _color(getattr(t, "color", None), i)
+    col = cell_color(getattr(t, "color", None), i)
     base = dict(xaxis=xa, yaxis=ya)
     if isinstance(t, Line):
         return dict(base, type="scatter", x=list(t.x), y=list(t.y),
@@ -27,7 +27,7 @@ def _plotly_trace(t: Trace, i: int, axis: int) -> dict | list[dict]:
         return dict(base, type="bar", x=[str(v) for v in t.x], y=list(t.y),
                     name=t.name, showlegend=bool(t.name), marker_color=col)
     if isinstance(t, Points) and t.open_square:
-        ox, oy = _outline(t)
+        ox, oy = cell_outline(t)
         return [dict(base, type="scatter", mode="lines", hoverinfo="skip",
                      x=_nan_to_none(ox), y=_nan_to_none(oy), showlegend=False,
                      line=dict(color=col, width=3)),
@@ -55,7 +55,7 @@ def _finite(vals, log: bool) -> list[float]:
     return out
 
 
-def _line_ranges(frames: list[Figure], p: int, log: bool, axis: str):
+def line_ranges(frames: list[Figure], p: int, log: bool, axis: str):
     """One fixed range per axis over all frames, so frames compare."""
     vals = []
     for f in frames:
@@ -74,7 +74,7 @@ def _line_ranges(frames: list[Figure], p: int, log: bool, axis: str):
     return [lo - pad, hi + pad]
 
 
-def _plotly_layout(spec: Figure, ranges: list) -> dict:
+def plotly_layout(spec: Figure, ranges: list) -> dict:
     k = len(spec.panels)
     gap = 0.12 if k > 1 else 0.0       # room for the next panel's y axis
     layout: dict = dict(title=dict(text=html.escape(spec.title), x=0.5),
@@ -110,7 +110,7 @@ def _plotly_layout(spec: Figure, ranges: list) -> dict:
     return layout
 
 
-def _figure_data(spec: Figure) -> list[dict]:
+def figure_data(spec: Figure) -> list[dict]:
     out: list[dict] = []
     for p, panel in enumerate(spec.panels):
         for i, t in enumerate(panel.traces):
@@ -119,11 +119,11 @@ def _figure_data(spec: Figure) -> list[dict]:
     return out
 
 
-def _shape(spec: Figure) -> list[tuple[int, str]]:
+def shape_data(spec: Figure) -> list[tuple[int, str]]:
     return [(p, type(t).__name__) for p, panel in enumerate(spec.panels)
             for t in panel.traces]
 
 
-def _key(idx: Sequence[int]) -> str:
+def frame_key(idx: Sequence[int]) -> str:
     return "f" + "_".join(map(str, idx))
 

@@ -126,11 +126,11 @@ def static_mode() -> bool:
 
 
 # shared by both renderings
-def _color(c: str | None, i: int) -> str:
+def cell_color(c: str | None, i: int) -> str:
     return c or PALETTE[i % len(PALETTE)]
 
 
-def _outline(t: Points, h: float = 0.44) -> tuple[list, list]:
+def cell_outline(t: Points, h: float = 0.44) -> tuple[list, list]:
     """Closed squares around cells (x, y), separated by NaN gaps."""
     xs: list[float] = []
     ys: list[float] = []

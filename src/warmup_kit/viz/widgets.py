@@ -34,7 +34,7 @@ from typing import Any, Callable, Sequence
 
 from warmup_kit.viz.render_mpl import png_bytes, render_mpl
 from warmup_kit.viz.render_plotly import (
-    _figure_data, _key, _line_ranges, _plotly_layout, _shape)
+    figure_data, frame_key, line_ranges, plotly_layout, shape_data)
 from warmup_kit.viz.spec import (
     MAX_FRAMES, SLIDER_PX, STATIC_ENV, Bars, Figure, Grid, Knob, Line, Panel, Points, as_figure, static_mode)
 
@@ -80,7 +80,7 @@ class Explorer:
                                            for k in self.knobs)):
                 vals = {k.name: k.values[i] for k, i in zip(self.knobs, idx)}
                 self._frames[idx] = self.spec(**vals)
-            shapes = {tuple(_shape(f)) for f in self._frames.values()}
+            shapes = {tuple(shape_data(f)) for f in self._frames.values()}
             if len(shapes) != 1:
                 raise ValueError("a view must return the same panels and "
                                  "trace kinds for every knob value")
@@ -92,18 +92,18 @@ class Explorer:
         frames = self.frames()
         specs = list(frames.values())
         default = tuple(k.values.index(k.default) for k in self.knobs)
-        ranges = [(_line_ranges(specs, p, pan.logx, "x"),
-                   _line_ranges(specs, p, pan.logy, "y"))
+        ranges = [(line_ranges(specs, p, pan.logx, "x"),
+                   line_ranges(specs, p, pan.logy, "y"))
                   for p, pan in enumerate(specs[0].panels)]
         first = frames[default]
-        layout = _plotly_layout(first, ranges)
+        layout = plotly_layout(first, ranges)
         k = len(self.knobs)
         layout.update(height=self.height + SLIDER_PX * k,
                       sliders=self._sliders(default), autosize=True)
         layout["margin"]["b"] = 90 + SLIDER_PX * k
-        return dict(data=_figure_data(first), layout=layout, frames=[
-            dict(name=_key(i), data=_figure_data(f),
-                 layout=_plotly_layout(f, ranges))
+        return dict(data=figure_data(first), layout=layout, frames=[
+            dict(name=frame_key(i), data=figure_data(f),
+                 layout=plotly_layout(f, ranges))
             for i, f in frames.items()])
 
     def _sliders(self, default: tuple[int, ...]) -> list[dict]:
