@@ -167,7 +167,7 @@ def test_double_counting_reduce_in_a_later_round_is_caught():
     s = build("allreduce", "ring", 3)
     # after the ring, rank 1 holds everything; adding rank 0's chunk again
     # would count contributions twice
-    bad = _with_rounds(s, s.rounds + [[Transfer(0, 1, (0,), reduce=True)]])
+    bad = _with_rounds(s, list(s.rounds) + [[Transfer(0, 1, (0,), reduce=True)]])
     with pytest.raises(ScheduleError, match="twice"):
         verify(bad)
 

@@ -24,7 +24,7 @@ one element longer.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
 from typing import Iterable, Sequence
@@ -80,24 +80,20 @@ class Transfer(tuple):
                 f"reduce={self[3]}{extra})")
 
 
-def fast_transfer(src: int, dst: int, chunks: tuple[int, ...],
-                  reduce: bool = False) -> Transfer:
-    """A :class:`Transfer` without argument checks, for builders whose
-    arguments are valid by construction (``src != dst``, a non-empty chunk
-    tuple): a ring on 1,024 ranks makes two million of them."""
-    return tuple.__new__(Transfer, (src, dst, chunks, reduce, None))
-
-
-@dataclass
+@dataclass(frozen=True)
 class Schedule:
     """A collective algorithm as rounds of transfers.
+
+    Immutable (rounds are stored as tuples): built schedules are cached and
+    shared by every caller.
 
     Attributes:
         name: algorithm name, e.g. ``"ring"``.
         collective: one of :data:`COLLECTIVES`.
         ranks: number of ranks N.
         chunks: number of pieces the buffer is cut into.
-        rounds: list of rounds, each a list of :class:`Transfer`.
+        rounds: the rounds, each a tuple of :class:`Transfer` (any iterable
+            of iterables is accepted and frozen).
         root: root rank for broadcast and reduce, else ``None``.
     """
 
@@ -105,10 +101,12 @@ class Schedule:
     collective: str
     ranks: int
     chunks: int
-    rounds: list[list[Transfer]] = field(default_factory=list)
+    rounds: tuple[tuple[Transfer, ...], ...] = ()
     root: int | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "rounds",
+                           tuple(tuple(rnd) for rnd in self.rounds))
         if self.collective not in COLLECTIVES:
             raise ValueError(f"unknown collective {self.collective!r}")
         if self.ranks < 1 or self.chunks < 1:
@@ -321,7 +319,8 @@ def traffic(s: Schedule, nbytes: int, *, itemsize: int = 1,
     return out
 
 
-def concat_rounds(*phases: Iterable[list[Transfer]]) -> list[list[Transfer]]:
+def concat_rounds(*phases: Iterable[Sequence[Transfer]]
+                  ) -> list[list[Transfer]]:
     """Rounds of several phases, one after the other (empty rounds dropped)."""
     return [list(r) for ph in phases for r in ph if r]
 

@@ -13,6 +13,7 @@ from warmup_kit.schedule import Schedule, Transfer
 
 def direct_all_to_all(n: int) -> Schedule:
     """One round: every rank sends chunk j straight to rank j."""
-    rnd = [Transfer(r, j, (j,), dst_chunks=(r,))
+    rnd = [Transfer(src=r, dst=j, chunks=(j,), dst_chunks=(r,))
            for r in range(n) for j in range(n) if j != r]
-    return Schedule("direct", "all_to_all", n, n, [rnd] if rnd else [])
+    return Schedule(name="direct", collective="all_to_all", ranks=n, chunks=n,
+                    rounds=[rnd] if rnd else [])

@@ -16,7 +16,7 @@ import math
 
 from warmup_kit.schedule import Schedule, concat_rounds, merge_rounds
 from warmup_kit.algorithms.ring import (
-    ring_all_gather_rounds, ring_reduce_scatter_rounds)
+    all_gather_rounds, reduce_scatter_rounds)
 
 
 def default_ranks_per_node(n: int) -> int:
@@ -47,15 +47,16 @@ def hierarchical_allreduce(n: int, ranks_per_node: int | None = None
         return [tuple(c for b in range(l, g, size) for c in block(b))
                 for l in range(size)]
 
-    intra_rs = merge_rounds(*(ring_reduce_scatter_rounds(m, owned(len(m)))
+    intra_rs = merge_rounds(*(reduce_scatter_rounds(m, owned(len(m)))
                               for m in groups))
     cross = []
     for b in range(g):
         owners = [m[b % len(m)] for m in groups]
         sub = [(c,) for c in block(b)]
-        cross.append(ring_reduce_scatter_rounds(owners, sub)
-                     + ring_all_gather_rounds(owners, sub))
-    intra_ag = merge_rounds(*(ring_all_gather_rounds(m, owned(len(m)))
+        cross.append(reduce_scatter_rounds(owners, sub)
+                     + all_gather_rounds(owners, sub))
+    intra_ag = merge_rounds(*(all_gather_rounds(m, owned(len(m)))
                               for m in groups))
     rounds = concat_rounds(intra_rs, merge_rounds(*cross), intra_ag)
-    return Schedule("hierarchical", "allreduce", n, g * n_groups, rounds)
+    return Schedule(name="hierarchical", collective="allreduce", ranks=n,
+                    chunks=g * n_groups, rounds=rounds)

@@ -11,6 +11,7 @@ from warmup_kit.schedule import Schedule, Transfer
 
 def naive_allreduce(n: int) -> Schedule:
     """All-gather every full buffer, then reduce locally."""
-    rnd = [Transfer(src, dst, (0,), reduce=True)
+    rnd = [Transfer(src=src, dst=dst, chunks=(0,), reduce=True)
            for src in range(n) for dst in range(n) if src != dst]
-    return Schedule("naive", "allreduce", n, 1, [rnd] if rnd else [])
+    return Schedule(name="naive", collective="allreduce", ranks=n, chunks=1,
+                    rounds=[rnd] if rnd else [])

@@ -36,8 +36,8 @@ def recursive_doubling_allreduce(n: int) -> Schedule:
         rounds.append([Transfer(active[v], active[v ^ mask], (0,), reduce=True)
                        for v in range(p)])
         mask <<= 1
-    return Schedule("recursive_doubling", "allreduce", n, 1,
-                    fold + rounds + unfold)
+    return Schedule(name="recursive_doubling", collective="allreduce", ranks=n,
+                    chunks=1, rounds=fold + rounds + unfold)
 
 
 def rabenseifner_allreduce(n: int) -> Schedule:
@@ -68,5 +68,5 @@ def rabenseifner_allreduce(n: int) -> Schedule:
             lo[v] = min(lo[v], lo[v ^ mask])
         doubling.append(rnd)
         mask <<= 1
-    return Schedule("rabenseifner", "allreduce", n, p,
-                    fold + halving + doubling + unfold)
+    return Schedule(name="rabenseifner", collective="allreduce", ranks=n,
+                    chunks=p, rounds=fold + halving + doubling + unfold)

@@ -31,7 +31,8 @@ def tree_reduce_rounds(order: Sequence[int], chunks: tuple[int, ...]
     if n < 2:
         return []
     top = _depth(n - 1)
-    return [[Transfer(order[i], order[(i - 1) // 2], chunks, reduce=True)
+    return [[Transfer(src=order[i], dst=order[(i - 1) // 2], chunks=chunks,
+                      reduce=True)
              for i in range(1, n) if _depth(i) == d]
             for d in range(top, 0, -1)]
 
@@ -43,7 +44,7 @@ def tree_broadcast_rounds(order: Sequence[int], chunks: tuple[int, ...]
     if n < 2:
         return []
     top = _depth(n - 1)
-    return [[Transfer(order[(i - 1) // 2], order[i], chunks)
+    return [[Transfer(src=order[(i - 1) // 2], dst=order[i], chunks=chunks)
              for i in range(1, n) if _depth(i) == d]
             for d in range(1, top + 1)]
 
@@ -52,7 +53,8 @@ def tree_allreduce(n: int) -> Schedule:
     """Binary-tree all-reduce: reduce to rank 0, then broadcast."""
     order = list(range(n))
     rounds = tree_reduce_rounds(order, (0,)) + tree_broadcast_rounds(order, (0,))
-    return Schedule("tree", "allreduce", n, 1, rounds)
+    return Schedule(name="tree", collective="allreduce", ranks=n, chunks=1,
+                    rounds=rounds)
 
 
 def double_tree_allreduce(n: int) -> Schedule:
@@ -61,22 +63,26 @@ def double_tree_allreduce(n: int) -> Schedule:
     up = merge_rounds(tree_reduce_rounds(a, (0,)), tree_reduce_rounds(b, (1,)))
     down = merge_rounds(tree_broadcast_rounds(a, (0,)),
                         tree_broadcast_rounds(b, (1,)))
-    return Schedule("double_tree", "allreduce", n, 2, up + down)
+    return Schedule(name="double_tree", collective="allreduce", ranks=n,
+                    chunks=2, rounds=up + down)
 
 
 def binomial_broadcast(n: int, root: int = 0) -> Schedule:
     """Binomial-tree broadcast: ceil(log2 N) rounds, the holders double."""
     rounds, mask = [], 1
     while mask < n:
-        rounds.append([Transfer((v + root) % n, (v + mask + root) % n, (0,))
+        rounds.append([Transfer(src=(v + root) % n, dst=(v + mask + root) % n,
+                               chunks=(0,))
                        for v in range(mask) if v + mask < n])
         mask <<= 1
-    return Schedule("tree", "broadcast", n, 1, rounds, root=root)
+    return Schedule(name="tree", collective="broadcast", ranks=n, chunks=1,
+                    rounds=rounds, root=root)
 
 
 def binomial_reduce(n: int, root: int = 0) -> Schedule:
     """Binomial-tree reduce: the broadcast run backwards, adding on the way."""
     bcast = binomial_broadcast(n, root)
-    rounds = [[Transfer(t.dst, t.src, t.chunks, reduce=True) for t in rnd]
+    rounds = [[Transfer(src=t.dst, dst=t.src, chunks=t.chunks, reduce=True) for t in rnd]
               for rnd in reversed(bcast.rounds)]
-    return Schedule("tree", "reduce", n, 1, rounds, root=root)
+    return Schedule(name="tree", collective="reduce", ranks=n, chunks=1,
+                    rounds=rounds, root=root)

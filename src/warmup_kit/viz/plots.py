@@ -8,6 +8,7 @@ sent in the round outlined.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Sequence
 
 from warmup_kit.algorithms import build
@@ -21,8 +22,7 @@ PHASES = {"ring": ("reduce-scatter", "all-gather")}
 
 def prefix(s: Schedule, rounds: int) -> Schedule:
     """The first ``rounds`` rounds of ``s`` (for drawing partial progress)."""
-    return Schedule(s.name, s.collective, s.ranks, s.chunks,
-                    s.rounds[:rounds], s.root)
+    return dataclasses.replace(s, rounds=s.rounds[:rounds])
 
 
 def _cell(held: frozenset, chunk: int, n: int, moved: bool) -> str:
