@@ -5,9 +5,9 @@ Run it on real MPI ranks (the venv's mpiexec comes from the mpich wheel):
     mpirun -n 4 python labs/lab01.py
     mpirun -n 4 python -m mpi4py labs/lab01.py --algorithm all
 
-or without MPI, on 4 processes talking TCP over loopback:
+or without MPI, on 4 processes talking TCP over loopback (or shared memory):
 
-    python labs/lab01.py --world 4
+    python labs/lab01.py --world 4 [--transport shm]
 
 On several hosts: ``mpirun -hostfile hosts -n 8 python labs/lab01.py``.
 
@@ -21,37 +21,44 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 from warmup_kit import ALGORITHMS
-from warmup_kit.comm import MPIComm, launch
+from warmup_kit.comm import MPIComm, launch, launched_by_mpi
 from warmup_kit.measure.lab import run_lab01
+from warmup_kit.units import parse_size as _parse_size
 
 DEFAULT_SIZES = (1 << 10, 1 << 20, 16 << 20)
-MPI_ENV = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "MPI_LOCALRANKID")
+LEGEND = ("sent/received: payload bytes this rank's transport counted; "
+          "predicted: the schedule's traffic();\n2(N-1)/N*V: the ring "
+          "formula; naive sent: bytes the naive algorithm sent when run here; "
+          "match: sent and received equal the prediction")
 
 
 def parse_size(text: str) -> int:
     """'64', '4K', '1M', '16MiB' -> bytes (a multiple of 8)."""
-    t = text.strip().upper().removesuffix("IB").removesuffix("B")
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
-    value = int(float(t[:-1] if mult > 1 else t) * mult)
-    if value < 0 or value % 8:
-        raise argparse.ArgumentTypeError(f"size {text!r} must be a "
-                                         "non-negative multiple of 8 bytes")
-    return value
+    try:
+        return _parse_size(text, multiple_of=8)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--algorithm", default="ring",
                    help=f"one of {', '.join(ALGORITHMS)}, a comma list, "
-                        "or 'all' (default: ring)")
+                        "or 'all'")
     p.add_argument("--size", type=parse_size, action="append",
-                   help="message size V, e.g. 1K, 1M, 16M (repeatable)")
+                   help="message size V, e.g. 1K, 1M, 16M (repeatable; "
+                        "default 1K, 1M and 16M)")
     p.add_argument("--world", type=int, default=None,
-                   help="run N ranks over TCP sockets instead of MPI")
+                   help="run N ranks on this host without MPI (default 4 "
+                        "when not under mpirun)")
+    p.add_argument("--transport", default="sockets",
+                   choices=["sockets", "shm"],
+                   help="the transport of --world ranks")
     p.add_argument("--iters", type=int, default=3, help="timed repetitions")
     p.add_argument("--timeout", type=float, default=60.0,
                    help="seconds before a wait names the rank it waits for")
@@ -65,10 +72,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     args.algorithms = names
     args.sizes = tuple(args.size or DEFAULT_SIZES)
     return args
-
-
-def under_mpi() -> bool:
-    return any(v in os.environ for v in MPI_ENV)
 
 
 def run_mpi_ranks(args) -> list[dict] | None:
@@ -90,7 +93,9 @@ def run_mpi_ranks(args) -> list[dict] | None:
 
 def run_socket_ranks(args) -> list[dict]:
     per_rank = launch(run_lab01, args.world, args=(args.algorithms, args.sizes),
-                      timeout=args.timeout * (len(args.sizes) * 3 + 5))
+                      transport=args.transport,
+                      timeout=args.timeout * (len(args.sizes) * 3 + 5),
+                      shm_bytes=8 * max(args.sizes) + (16 << 20))
     return [r for rows in per_rank for r in rows]
 
 
@@ -99,7 +104,7 @@ def table(rows: list[dict]) -> str:
     head = (f"{'algorithm':<19}{'V bytes':>11}{'rank':>5}{'sent':>12}"
             f"{'received':>12}{'predicted':>12}{'2(N-1)/N*V':>12}"
             f"{'naive sent':>12}{'match':>6}{'median ms':>10}")
-    lines = [f"N = {n} ranks", head, "-" * len(head)]
+    lines = [f"N = {n} ranks", LEGEND, head, "-" * len(head)]
     for r in sorted(rows, key=lambda r: (r["algorithm"], r["nbytes"], r["rank"])):
         ok = (r["bytes_sent"] == r["predicted_sent"]
               and r["bytes_received"] == r["predicted_received"])
@@ -109,28 +114,49 @@ def table(rows: list[dict]) -> str:
             f"{r['bytes_sent']:>12}{r['bytes_received']:>12}"
             f"{r['predicted_sent']:>12}{r['formula_bytes']:>12.0f}"
             f"{r['naive_sent']:>12}{'yes' if ok else 'NO':>6}{ms:>10}")
+    lines += ["", summary(rows)]
     return "\n".join(lines)
+
+
+def summary(rows: list[dict]) -> str:
+    """One line per algorithm: bytes per rank over 2(N-1)/N V, and time."""
+    out = ["per algorithm, largest V: max bytes sent by a rank / "
+           "(2(N-1)/N V), median time"]
+    for alg in dict.fromkeys(r["algorithm"] for r in rows):
+        mine = [r for r in rows if r["algorithm"] == alg]
+        v = max(r["nbytes"] for r in mine)
+        top = [r for r in mine if r["nbytes"] == v]
+        ratio = max(r["bytes_sent"] for r in top) / max(
+            top[0]["formula_bytes"], 1)
+        ms = max((r["median_s"] or 0) for r in top) * 1e3
+        out.append(f"  {alg:<19} V = {v:>10} B   {ratio:6.2f} x the ring "
+                   f"formula   {ms:9.2f} ms")
+    return "\n".join(out)
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.world is not None and launched_by_mpi():
+        print("lab01: --world starts its own ranks; under mpirun leave it "
+              "out (mpirun -n N sets the ranks)", file=sys.stderr)
+        return 2
     if args.world is not None:
         if args.world < 1:
             print("--world must be >= 1", file=sys.stderr)
             return 2
         rows = run_socket_ranks(args)
-        transport = "sockets"
-    elif under_mpi():
+        transport = args.transport
+    elif launched_by_mpi():
         rows = run_mpi_ranks(args)
         transport = "mpi"
         if rows is None:           # not rank 0
             return 0
     else:
         args.world = 4
-        print("not under mpirun: running 4 socket ranks (--world 4)",
-              file=sys.stderr)
+        print(f"not under mpirun: running 4 {args.transport} ranks "
+              "(--world 4)", file=sys.stderr)
         rows = run_socket_ranks(args)
-        transport = "sockets"
+        transport = args.transport
     wrong = [r for r in rows if not r["correct"]]
     mismatched = [r for r in rows if r["bytes_sent"] != r["predicted_sent"]
                   or r["bytes_received"] != r["predicted_received"]]

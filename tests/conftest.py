@@ -168,6 +168,16 @@ def leftovers(before: set[int], settle_s: float = 5.0) -> set[int]:
         time.sleep(0.05)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _resource_tracker():
+    """multiprocessing's resource tracker (it unlinks what a killed parent
+    leaves in /dev/shm; the shared-memory launcher starts it) is a helper
+    process that lives as long as this one: start it first, so that it is
+    not taken for a rank left behind."""
+    from multiprocessing import resource_tracker
+    resource_tracker.ensure_running()
+
+
 @pytest.fixture
 def no_leftover_processes():
     """Fail the test if it leaves a child process alive."""
@@ -182,3 +192,24 @@ def no_leftover_processes():
         except ProcessLookupError:
             pass
     assert not extra, f"processes left behind: {sorted(extra)}"
+
+
+SPAWNING_MARKS = {"mpi", "multiproc", "slow"}
+
+
+@pytest.fixture(autouse=True)
+def _spawning_tests_are_marked(request, monkeypatch):
+    """A test that starts a process must say so (``multiproc``, ``mpi`` or
+    ``slow``), so that ``make unit`` (which deselects them) stays fast:
+    an unmarked test that spawns fails here, naming itself."""
+    if SPAWNING_MARKS & {m.name for m in request.node.iter_markers()}:
+        yield
+        return
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(
+            f"{request.node.nodeid} starts a process: mark it "
+            "pytest.mark.multiproc (or mpi, slow)")
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse)
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refuse)
+    yield

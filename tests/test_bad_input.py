@@ -1,6 +1,7 @@
 """Bad input raises a clear ValueError or TypeError, before any byte is
-sent; ranks that disagree all get a ValueError naming what differs, never a
-hang. Cases: tests/mpi/bad_input.py; run over sockets and over MPI."""
+sent; ranks that disagree get a ValueError naming what differs in the debug
+mode, and fail loudly (never a wrong result, never a hang) without it.
+Cases: tests/mpi/bad_input.py; run over sockets, shared memory and MPI."""
 from __future__ import annotations
 
 import functools
@@ -22,13 +23,19 @@ def socket_records(n: int) -> list[dict]:
 
 
 @functools.lru_cache(maxsize=None)
+def shm_records(n: int) -> list[dict]:
+    return wk.launch(bi.run_all, n, transport="shm", timeout=LAUNCH_TIMEOUT_S)
+
+
+@functools.lru_cache(maxsize=None)
 def mpi_records(n: int) -> list[dict]:
     result = mpi_script("bad_input", n, timeout=LAUNCH_TIMEOUT_S)
     assert result["ranks"] == n
     return result["records"]
 
 
-TRANSPORTS = {"sockets": socket_records, "mpi": mpi_records}
+TRANSPORTS = {"sockets": socket_records, "shm": shm_records,
+              "mpi": mpi_records}
 
 
 def _marks(transport):
@@ -74,7 +81,8 @@ def test_bad_input_is_refused_before_any_byte(transport, n, name):
 
 @pytest.mark.timeout(LAUNCH_TIMEOUT_S + 30)
 @pytest.mark.parametrize("transport,n,name", _params(bi.DISAGREE, (2, 3)))
-def test_ranks_that_disagree_all_get_a_value_error(transport, n, name):
+def test_debug_mode_ranks_that_disagree_all_get_a_value_error(transport, n,
+                                                              name):
     word, _ = bi.DISAGREE[name]
     records = TRANSPORTS[transport](n)
     for r, rec in enumerate(records):
@@ -85,16 +93,42 @@ def test_ranks_that_disagree_all_get_a_value_error(transport, n, name):
             out["message"]
         assert f"rank {r}" in out["message"], out["message"]
         assert out["elapsed_s"] < bi.CALL_TIMEOUT_S, "waited for a timeout"
-        # only the small handshake moved; the payload never did
-        assert out["stats"][:4] == [0, 0, 0, 0], out["stats"]
-        assert out["stats"][4] > 0
+        # only the small agreement message moved; the payload never did
+        assert out["stats"][:2] == [0, 0], out["stats"]
+        assert out["stats"][4] > 0 and out["stats"][5] > 0, out["stats"]
     _check_follow_up(records, f"disagree:{name}")
+
+
+@pytest.mark.multiproc
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("transport", ["sockets", "shm"])
+@pytest.mark.parametrize("name", bi.DEFAULT_MODE)
+def test_default_mode_disagreement_fails_loudly_on_every_rank(transport,
+                                                              name):
+    """No agreement message: the fingerprint in every message's tag is the
+    check. The first rank to receive a message of another call raises
+    ProtocolError naming the sender; its peers then time out or lose it.
+    No rank that receives returns a (wrong) result; a rank that only sends
+    (a broadcast's root) may finish, as an MPI root's send does."""
+    records = wk.launch(functools.partial(bi.run_default, name=name), 3,
+                        transport=transport, timeout=60)
+    kinds = [r["kind"] for r in records if r["received"] or
+             r["kind"] != "returned"]
+    assert "returned" not in kinds, records
+    assert set(kinds) <= {"ProtocolError", "CollectiveTimeout", "PeerLost"}, \
+        records
+    assert "ProtocolError" in kinds, records
+    for r in records:
+        if r["kind"] == "ProtocolError":
+            assert "different" in r["message"], r["message"]
+        assert r["elapsed_s"] < bi.DEFAULT_TIMEOUT_S + 5, records
 
 
 # -------------------------------------------------- single process checks
 def test_single_rank_refuses_the_same_inputs():
     """N = 1 needs no peer to refuse bad input (and sends nothing anyway)."""
     with SocketComm(0, 1, [("127.0.0.1", 0)]) as comm:
+        assert comm.stats.bytes_sent == 0
         for name, (types, words, call) in bi.LOCAL.items():
             with pytest.raises(types) as info:
                 call(comm)

@@ -1,4 +1,4 @@
-"""The nccl-tests-style bench and the alpha-beta-gamma fit (issue 4).
+"""The nccl-tests-style bench and the alpha-beta-gamma fit.
 
 Untimed: these tests check that the bench checks, that its table parses,
 that the fit recovers known parameters, and that tiny real sweeps run over
@@ -15,9 +15,10 @@ import pytest
 
 from conftest import have_mpi, mpi_run, run_command, PYTHON
 from warmup_kit.measure import fit as F
-from warmup_kit.bench import COLLECTIVES, Options, run_sockets
-from warmup_kit.bench.harness import parse_size, parse_table, table
-from warmup_kit.bench.record import pattern, reduced, wrong
+from warmup_kit import collectives
+from warmup_kit.bench import COLLECTIVES, Options, run_launched
+from warmup_kit.bench.output import parse_table, table
+from warmup_kit.bench.record import Buffers, pattern, reduced, wrong
 from warmup_kit.model.costs import BUSBW_FACTORS
 
 HEADER = {"collective": "allreduce", "ranks": 2, "transport": "sockets",
@@ -56,24 +57,42 @@ def test_reference_data_is_exact():
 def test_checker_catches_an_injected_wrong_result():
     good = COLLECTIVES["allreduce"]
 
-    def corrupt(s, b, comm, op, deadline, root, rank):
-        out = good.run_ours(s, b, comm, op, deadline, root, rank)
-        if rank == 1:
+    def corrupt(algorithm, b, comm, op, root, timeout):
+        out = good.run_ours(algorithm, b, comm, op, root, timeout)
+        if comm.rank == 1:
             out[-1] += 1                  # one wrong element on one rank
         return out
 
     bad = dataclasses.replace(good, run_ours=corrupt)
-    rows = run_sockets(tiny(), 2, timeout=60, collective=bad)
+    rows = run_launched(tiny(), 2, timeout=60, collective=bad)
     assert [r["wrong"] for r in rows] == [1, 1, 1]
-    rows = run_sockets(tiny(), 2, timeout=60)
+    rows = run_launched(tiny(), 2, timeout=60)
     assert [r["wrong"] for r in rows] == [0, 0, 0]
+
+
+@pytest.mark.parametrize("name", sorted(COLLECTIVES))
+def test_ours_is_the_public_call(name, monkeypatch):
+    """What the bench times is the function a reader calls, with the
+    preallocated output and default settings otherwise."""
+    seen = []
+
+    def spy(sendbuf, comm, **kw):
+        seen.append(kw)
+        return kw.get("out")
+    monkeypatch.setattr(collectives, name, spy)
+    b = Buffers(np.zeros(8), np.zeros(8))
+    COLLECTIVES[name].run_ours("x", b, object(), "sum", 0, None)
+    assert len(seen) == 1
+    kw = seen[0]
+    assert kw["out"] is b.recv and kw["algorithm"] == "x"
+    assert kw["timeout"] is None and "async_op" not in kw
 
 
 # ------------------------------------------------------------------- table
 @pytest.mark.multiproc
 @pytest.mark.timeout(120)
 def test_output_table_parses_back():
-    rows = run_sockets(tiny(algorithms=("ring", "tree")), 2, timeout=60)
+    rows = run_launched(tiny(algorithms=("ring", "tree")), 2, timeout=60)
     text = table(rows, HEADER)
     parsed = parse_table(text)
     assert len(parsed) == len(rows) == 6
@@ -91,13 +110,6 @@ def test_parse_table_rejects_garbage():
         parse_table("  8 1 double sum\n")
 
 
-@pytest.mark.parametrize("text,nbytes", [("8", 8), ("1K", 1024),
-                                         ("64M", 64 << 20), ("1G", 1 << 30),
-                                         ("16MiB", 16 << 20)])
-def test_parse_size(text, nbytes):
-    assert parse_size(text) == nbytes
-
-
 def test_sweep_sizes_like_nccl_tests():
     assert Options(minbytes=8, maxbytes=64, stepfactor=2).sweep() == \
         [8, 16, 32, 64]
@@ -105,14 +117,44 @@ def test_sweep_sizes_like_nccl_tests():
         [8, 16, 24, 32]
 
 
+@pytest.mark.parametrize("kw,match", [
+    (dict(minbytes=64 << 20, maxbytes=8), "empty sweep"),
+    (dict(stepfactor=1), "-f must be >= 2")])
+def test_an_empty_or_endless_sweep_is_refused(kw, match):
+    with pytest.raises(ValueError, match=match):
+        Options(**kw).sweep()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args,message", [
+    (["-b", "64M", "-e", "8"], "empty sweep"),
+    (["--algorithms", "mpi"], "needs ranks under mpiexec"),
+    (["--algorithms", "ring,warp"], "unknown allreduce algorithm"),
+    (["-b", "3X"], "K, M, G or T"),
+    (["-n", "0"], "-n and --passes must be >= 1")])
+def test_cli_refuses_what_it_cannot_do(args, message):
+    run = run_command([PYTHON, "-m", "warmup_kit.bench", "--world", "2",
+                       *args], timeout=60)
+    assert run.returncode == 2, run.describe()
+    assert message in run.stderr
+
+
+@pytest.mark.slow
+def test_cli_refuses_world_under_mpiexec():
+    run = run_command([PYTHON, "-m", "warmup_kit.bench", "--world", "2"],
+                      timeout=60, env={"PMI_RANK": "0"})
+    assert run.returncode == 2 and "do not run it under mpiexec" in run.stderr
+
+
 # ----------------------------------------------------------- collectives
 @pytest.mark.multiproc
 @pytest.mark.timeout(180)
+@pytest.mark.parametrize("transport", ["sockets", "shm"])
 @pytest.mark.parametrize("collective", sorted(COLLECTIVES))
-def test_every_collective_checks_clean_over_sockets(collective):
+def test_every_collective_checks_clean(collective, transport):
     opts = tiny(collective, root=2,
                 sizes=(24, 3000))
-    rows = run_sockets(opts, 3, timeout=120)
+    rows = run_launched(opts, 3, transport, timeout=120)
     assert rows and all(r["wrong"] == 0 for r in rows)
     assert all(r["busbw_gbps"] == pytest.approx(
         r["algbw_gbps"] * BUSBW_FACTORS[collective](3)) for r in rows)
@@ -178,7 +220,11 @@ def test_crossover_predicted_and_measured_agree():
     sizes = [1 << k for k in range(6, 24)]
     rows = synthetic(50e-6, 0.3e-9, 0.3e-9, n, ("ring", "tree"), sizes)
     cm = F.crossover_measured(rows, "ring", "tree")
-    assert cm == pytest.approx(cp, rel=1.0)   # within the 2x size grid
+    # the sweep's own sizes bracket the predicted crossover; the measured
+    # one (log-interpolated between them) must fall in that same bracket
+    lo = max(v for v in sizes if v <= cp)
+    assert lo <= cm <= 2 * lo, (cm, cp)
+    assert cm == pytest.approx(cp, rel=0.1)
 
 
 # ------------------------------------------------------------ real sweeps
@@ -193,6 +239,8 @@ def test_cli_sweep_over_sockets(tmp_path):
                       timeout=120)
     assert run.returncode == 0, run.describe()
     rows = parse_table(run.stdout)
+    assert "# timed: warmup_kit.allreduce(sendbuf, comm, out=recvbuf" in \
+        run.stdout
     assert {r["algorithm"] for r in rows} == {"ring", "tree",
                                               "recursive_doubling"}
     assert all(r["wrong"] == 0 for r in rows)
@@ -219,6 +267,7 @@ def test_sweep_under_mpiexec_with_library_baseline(tmp_path, n):
     assert all(r["wrong"] == 0 for r in rows)
     data = json.loads(out.read_text())
     assert data["header"]["ranks"] == n
-    assert "MPICH" in data["header"]["machine"] or data["header"]["machine"]
+    assert "MPICH" in data["header"]["machine"]
+    assert "MPI_Allreduce" in data["header"]["timed"]
     f = F.fit(data["rows"], min_bytes=8)
     assert f.alpha_s >= 0 and f.beta_s_per_byte >= 0

@@ -1,10 +1,14 @@
 """warmup-bench --passes: the sweep repeated, samples of every pass kept."""
 import json
 
+import pytest
+
 from conftest import PYTHON, run_command
-from warmup_kit.bench.harness import parse_table
+from warmup_kit.bench.output import parse_table
 
 
+@pytest.mark.multiproc
+@pytest.mark.timeout(150)
 def test_passes_repeat_the_sweep_and_pool_the_samples(tmp_path):
     out = tmp_path / "b.json"
     run = run_command([PYTHON, "-m", "warmup_kit.bench", "--world", "2",

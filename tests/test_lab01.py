@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+import extra_chunk
 import warmup_kit as wk
-from conftest import PYTHON, ROOT, mpi_run, requires_mpi, run_command
+from conftest import (PYTHON, ROOT, mpi_run, mpi_script, requires_mpi,
+                      run_command)
 
 LAB = ROOT / "labs" / "lab01.py"
 SIZES = ["1K", "64K", "1000"]          # 1000 B = 125 float64: uneven chunks
@@ -126,6 +128,7 @@ def test_lab01_mpi_small_worlds(n):
     check_rows(run.json(), n, ["ring"], transport="mpi")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args,message", [
     (["--algorithm", "bogus"], "unknown algorithm"),
     (["--algorithm", "ring,nope"], "unknown algorithm"),
@@ -137,3 +140,32 @@ def test_lab01_rejects_bad_arguments(args, message):
     run = lab(*args, "--json", timeout=50)
     assert run.returncode != 0, run.describe()
     assert message in run.stderr, run.describe()
+
+
+# ------------------------------------------- the byte check can fail
+def _check_extra_chunk_caught(rows, n):
+    chunk = extra_chunk.NBYTES // n
+    assert all(r["correct"] for r in rows), "the extra copy must be harmless"
+    for r in rows:
+        sent_extra = chunk if r["rank"] == 0 else 0
+        recv_extra = chunk if r["rank"] == 1 else 0
+        assert r["bytes_sent"] == r["predicted_sent"] + sent_extra, r
+        assert r["bytes_received"] == r["predicted_received"] + recv_extra, r
+
+
+@pytest.mark.multiproc
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("transport", ["sockets", "shm"])
+def test_counters_catch_one_extra_chunk(transport):
+    """The transport counts what crosses it, not what the plan says: a
+    schedule with one chunk too many shows up as a byte mismatch."""
+    rows = wk.launch(extra_chunk.measure, 3, transport=transport, timeout=45)
+    _check_extra_chunk_caught(rows, 3)
+
+
+@pytest.mark.mpi
+@requires_mpi
+@pytest.mark.timeout(90)
+def test_counters_catch_one_extra_chunk_mpi():
+    result = mpi_script("extra_chunk", 3, timeout=60)
+    _check_extra_chunk_caught(result["rows"], 3)

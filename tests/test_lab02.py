@@ -42,6 +42,7 @@ def test_bubble_close_to_formula(h100):
     assert tf == sorted(tf)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("system", ["dgx-a100", "gb200-nvl72"])
 def test_other_systems_and_plot(tmp_path, system):
     png = tmp_path / "lab02.png"

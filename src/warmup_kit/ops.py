@@ -1,4 +1,5 @@
-"""Reduction operators and the dtypes they accept (MPI_SUM, MPI_PROD, ...)."""
+"""Reduction operators and the dtypes they accept (MPI_SUM, MPI_PROD, ...,
+and NCCL's ``ncclAvg``)."""
 from __future__ import annotations
 
 import numpy as np
@@ -21,6 +22,31 @@ def check_dtype(dtype) -> np.dtype:
     if dt.kind not in "iufc" or dt.hasobject or dt.fields is not None:
         raise TypeError(f"collectives need a numeric dtype, got {dt}")
     return dt
+
+
+#: every operator a collective accepts: the ufuncs, and "avg" (the sum
+#: divided by the number of ranks; floating-point and complex dtypes only)
+REDUCE_OPS = (*OPS, "avg")
+
+
+def check_op(op: str, dtype) -> str:
+    """The operator the executor runs for ``op`` ("sum" for "avg").
+
+    Raises:
+        ValueError: an unknown operator.
+        TypeError: an operator the dtype does not support.
+    """
+    if op == "avg":
+        dt = check_dtype(dtype)
+        if dt.kind not in "fc":
+            raise TypeError(f"op 'avg' needs a floating-point or complex "
+                            f"dtype, got {dt}")
+        return "sum"
+    if op not in OPS:
+        raise ValueError(f"unknown op {op!r}; choose from "
+                         f"{list(REDUCE_OPS)}")
+    reduce_ufunc(op, dtype)
+    return op
 
 
 def reduce_ufunc(op: str, dtype) -> np.ufunc:

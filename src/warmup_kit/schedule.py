@@ -30,7 +30,9 @@ from operator import itemgetter
 from typing import Iterable, Sequence
 
 COLLECTIVES = ("allreduce", "reduce_scatter", "all_gather", "broadcast",
-               "reduce", "all_to_all")
+               "reduce", "gather", "scatter", "all_to_all")
+#: collectives with a root rank
+ROOTED = ("broadcast", "reduce", "gather", "scatter")
 
 
 class Transfer(tuple):
@@ -176,10 +178,10 @@ def _initial_state(s: Schedule) -> list[list[frozenset]]:
     empty: frozenset = frozenset()
     if s.collective in ("allreduce", "reduce_scatter", "reduce", "all_to_all"):
         return [[frozenset({(r, j)}) for j in range(c)] for r in range(n)]
-    if s.collective == "all_gather":
+    if s.collective in ("all_gather", "gather"):
         return [[frozenset({(r, j)}) if j == r else empty for j in range(c)]
                 for r in range(n)]
-    # broadcast: only the root's buffer is meaningful
+    # broadcast, scatter: only the root's buffer is meaningful
     return [[frozenset({(r, j)}) if r == s.root else empty for j in range(c)]
             for r in range(n)]
 
@@ -197,6 +199,10 @@ def _expected(s: Schedule, rank: int, chunk: int) -> frozenset | None:
         return everyone if rank == s.root else None
     if col == "all_gather":
         return frozenset({(chunk, chunk)})
+    if col == "gather":
+        return frozenset({(chunk, chunk)}) if rank == s.root else None
+    if col == "scatter":
+        return frozenset({(s.root, chunk)}) if chunk == rank else None
     if col == "broadcast":
         return frozenset({(s.root, chunk)})
     # all_to_all: rank j's slot r holds rank r's chunk j
@@ -204,10 +210,11 @@ def _expected(s: Schedule, rank: int, chunk: int) -> frozenset | None:
 
 
 def _check_collective_shape(s: Schedule) -> None:
-    if s.collective in ("reduce_scatter", "all_gather", "all_to_all"):
+    if s.collective in ("reduce_scatter", "all_gather", "all_to_all",
+                        "gather", "scatter"):
         if s.chunks != s.ranks:
             raise ScheduleError(f"{s.collective} needs one chunk per rank")
-    if s.collective in ("broadcast", "reduce"):
+    if s.collective in ROOTED:
         if s.root is None or not 0 <= s.root < s.ranks:
             raise ScheduleError(f"{s.collective} needs a root in range")
 

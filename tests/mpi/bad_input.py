@@ -1,27 +1,36 @@
 """Bad input to the collectives, on any communicator.
 
-Two kinds of cases, run by every rank in the same order:
+Three kinds of cases:
 
 * LOCAL: every rank makes the same bad call; it must raise ValueError or
   TypeError with a clear message before a single byte is sent (payload and
-  handshake counters stay zero).
-* DISAGREE: the ranks make calls that do not match (length, dtype, op,
-  algorithm, root...); every rank must raise a ValueError naming what
-  differs, within the call's timeout: never a hang, never garbage.
+  control counters stay zero).
+* DISAGREE, in the debug mode (``WARMUP_KIT_DEBUG=DETAIL``): the ranks make
+  calls that do not match (length, dtype, op, algorithm, root...); every
+  rank must raise a ValueError naming what differs, having moved only the
+  small agreement message.
+* DISAGREE, in the default mode (no agreement message): the call fails
+  loudly on every rank, a ProtocolError where a message with another
+  fingerprint arrives, a timeout or a lost peer elsewhere; no rank returns a
+  result. The communicator is then broken (like NCCL's after an error), so
+  each such case runs in a job of its own (``run_default``).
 
-After every case a correct all-reduce must still work (the ranks stay in
-step). Used by tests/test_bad_input.py over sockets (warmup_kit.launch) and,
+After every LOCAL and debug-mode case a correct all-reduce must still work
+(the ranks stay in step). Used by tests/test_bad_input.py over sockets (warmup_kit.launch) and,
 as a script, over MPI: mpiexec -n N python -m mpi4py tests/mpi/bad_input.py
 (rank 0 prints {"ranks": N, "records": [per rank [per case]]}).
 """
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 
 import numpy as np
 
 import warmup_kit as wk
+from warmup_kit.collectives import DEBUG_ENV
 
 CALL_TIMEOUT_S = 10.0
 
@@ -34,8 +43,19 @@ def _x(dtype="float64", n=4):
 LOCAL = {
     "unknown-algorithm": ((ValueError,), ["bogus"],
                           lambda c: wk.allreduce(_x(), c, algorithm="bogus")),
-    "unknown-op": ((ValueError,), ["avg"],
-                   lambda c: wk.allreduce(_x(), c, op="avg")),
+    "unknown-op": ((ValueError,), ["mean"],
+                   lambda c: wk.allreduce(_x(), c, op="mean")),
+    "avg-on-int": ((TypeError, ValueError), ["avg", "int"],
+                   lambda c: wk.allreduce(_x("int32"), c, op="avg")),
+    "out-wrong-shape": ((ValueError,), ["out", "shape"],
+                        lambda c: wk.allreduce(_x(), c, out=np.empty(5))),
+    "out-wrong-dtype": ((ValueError,), ["out", "dtype"],
+                        lambda c: wk.allreduce(_x(), c,
+                                               out=np.empty(4, "float32"))),
+    "out-not-array": ((TypeError,), ["out", "list"],
+                      lambda c: wk.allreduce(_x(), c, out=[0.0] * 4)),
+    "out-overlaps-input": ((ValueError,), ["overlap"],
+                           lambda c: _overlap(c)),
     "max-on-complex": ((TypeError, ValueError), ["max", "complex"],
                        lambda c: wk.allreduce(_x("complex64"), c, op="max")),
     "min-on-complex128": ((TypeError, ValueError), ["min", "complex"],
@@ -88,6 +108,13 @@ LOCAL = {
                                 ranks_per_node=0)),
     "negative-timeout": ((ValueError,), ["timeout"],
                          lambda c: wk.allreduce(_x(), c, timeout=-1)),
+    "nan-timeout": ((ValueError,), ["timeout", "nan"],
+                    lambda c: wk.allreduce(_x(), c, timeout=float("nan"))),
+    "str-timeout": ((TypeError,), ["timeout", "str"],
+                    lambda c: wk.allreduce(_x(), c, timeout="5")),
+    "async-negative-timeout": ((ValueError,), ["timeout"],
+                               lambda c: wk.allreduce(_x(), c, timeout=-1,
+                                                      async_op=True)),
     "not-a-comm": ((TypeError,), ["comm"],
                    lambda c: wk.allreduce(_x(), object())),
 }
@@ -101,44 +128,49 @@ LOCAL_MULTI = {
 }
 
 
+def _overlap(c):
+    x = np.arange(8.0)
+    return wk.allreduce(x[:4], c, out=x[2:6])
+
+
 def _by_rank(rank, values):
     """values[rank], or the last one for higher ranks."""
     return values[min(rank, len(values) - 1)]
 
 
-# name -> (word the message must name, call(comm)); rank 0 vs the others
+# name -> (word the message must name, call(comm, timeout)); rank 0 vs the
+# others.
+# (Two shapes of one size, (2, 3) and (3, 2), are not a disagreement: like
+# MPI, an all-reduce sees only the element count.)
 DISAGREE = {
-    "length": ("shape", lambda c: wk.allreduce(
-        _x(n=_by_rank(c.rank, [4, 5])), c, timeout=CALL_TIMEOUT_S)),
-    "dtype": ("dtype", lambda c: wk.allreduce(
+    "length": ("count", lambda c, t: wk.allreduce(
+        _x(n=_by_rank(c.rank, [4, 5])), c, timeout=t)),
+    "dtype": ("dtype", lambda c, t: wk.allreduce(
         _x(_by_rank(c.rank, ["float32", "float64"])), c,
-        timeout=CALL_TIMEOUT_S)),
-    "dtype-same-itemsize": ("dtype", lambda c: wk.allreduce(
+        timeout=t)),
+    "dtype-same-itemsize": ("dtype", lambda c, t: wk.allreduce(
         _x(_by_rank(c.rank, ["int32", "float32"])), c,
-        timeout=CALL_TIMEOUT_S)),
-    "op": ("op", lambda c: wk.allreduce(
+        timeout=t)),
+    "op": ("op", lambda c, t: wk.allreduce(
         _x(), c, op=_by_rank(c.rank, ["sum", "max"]),
-        timeout=CALL_TIMEOUT_S)),
-    "algorithm": ("algorithm", lambda c: wk.allreduce(
+        timeout=t)),
+    "algorithm": ("algorithm", lambda c, t: wk.allreduce(
         _x(), c, algorithm=_by_rank(c.rank, ["ring", "tree"]),
-        timeout=CALL_TIMEOUT_S)),
-    "shape-same-size": ("shape", lambda c: wk.allreduce(
-        np.zeros(_by_rank(c.rank, [(2, 3), (3, 2)])), c,
-        timeout=CALL_TIMEOUT_S)),
-    "root": ("root", lambda c: wk.broadcast(
+        timeout=t)),
+    "root": ("root", lambda c, t: wk.broadcast(
         _x(), c, root=_by_rank(c.rank, [0, c.size - 1]),
-        timeout=CALL_TIMEOUT_S)),
-    "collective": ("collective", lambda c: (
-        wk.broadcast(_x(), c, timeout=CALL_TIMEOUT_S) if c.rank == 0 else
-        wk.allreduce(_x(), c, timeout=CALL_TIMEOUT_S))),
-    "ranks-per-node": ("ranks_per_node", lambda c: wk.allreduce(
+        timeout=t)),
+    "collective": ("collective", lambda c, t: (
+        wk.broadcast(_x(), c, timeout=t) if c.rank == 0 else
+        wk.allreduce(_x(), c, timeout=t))),
+    "ranks-per-node": ("ranks_per_node", lambda c, t: wk.allreduce(
         _x(), c, algorithm="hierarchical",
         ranks_per_node=_by_rank(c.rank, [1, c.size]),
-        timeout=CALL_TIMEOUT_S)),
-    "length-in-reduce-scatter": ("shape", lambda c: wk.reduce_scatter(
-        _x(n=_by_rank(c.rank, [6, 7])), c, timeout=CALL_TIMEOUT_S)),
-    "length-in-all-gather": ("shape", lambda c: wk.all_gather(
-        _x(n=_by_rank(c.rank, [2, 3])), c, timeout=CALL_TIMEOUT_S)),
+        timeout=t)),
+    "length-in-reduce-scatter": ("count", lambda c, t: wk.reduce_scatter(
+        _x(n=_by_rank(c.rank, [6, 7])), c, timeout=t)),
+    "length-in-all-gather": ("count", lambda c, t: wk.all_gather(
+        _x(n=_by_rank(c.rank, [2, 3])), c, timeout=t)),
 }
 
 
@@ -162,7 +194,6 @@ def _follow_up(comm) -> str | None:
 
 
 def _outcome(call, comm) -> dict:
-    import time
     comm.reset_stats()
     t0 = time.monotonic()
     try:
@@ -179,16 +210,46 @@ def _outcome(call, comm) -> dict:
 
 
 def run_all(comm) -> dict:
-    """Every LOCAL and DISAGREE case on this rank: name -> outcome."""
+    """Every LOCAL case, and every DISAGREE case in the debug mode, on this
+    rank: name -> outcome."""
     out = {}
     for name, (_, _, call) in LOCAL.items():
         out[f"local:{name}"] = _outcome(call, comm)
     if comm.size > 1:
         for name, (_, _, call) in LOCAL_MULTI.items():
             out[f"local:{name}"] = _outcome(call, comm)
-        for name, (_, call) in DISAGREE.items():
-            out[f"disagree:{name}"] = _outcome(call, comm)
+        before = os.environ.get(DEBUG_ENV)
+        os.environ[DEBUG_ENV] = "DETAIL"
+        try:
+            for name, (_, call) in DISAGREE.items():
+                out[f"disagree:{name}"] = _outcome(
+                    lambda c, call=call: call(c, CALL_TIMEOUT_S), comm)
+        finally:
+            if before is None:
+                del os.environ[DEBUG_ENV]
+            else:
+                os.environ[DEBUG_ENV] = before
     return out
+
+
+#: the DISAGREE cases run without the debug mode, one job each
+DEFAULT_MODE = ("length", "dtype-same-itemsize", "op", "algorithm",
+                "collective", "length-in-all-gather")
+DEFAULT_TIMEOUT_S = 5.0
+
+
+def run_default(comm, name: str) -> dict:
+    """One DISAGREE case without the debug mode: what this rank saw."""
+    call = DISAGREE[name][1]
+    t0 = time.monotonic()
+    try:
+        call(comm, DEFAULT_TIMEOUT_S)
+        kind, message = "returned", ""
+    except Exception as exc:  # noqa: BLE001 - the result under test
+        kind, message = type(exc).__name__, str(exc)
+    return {"kind": kind, "message": message,
+            "elapsed_s": time.monotonic() - t0,
+            "received": comm.stats.messages_received}
 
 
 def main() -> int:

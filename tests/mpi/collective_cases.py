@@ -1,8 +1,11 @@
 """The collective test cases, run the same way on any communicator.
 
-One suite, several communicators (the mpi4py habit): ``SocketComm`` ranks
-started by :func:`warmup_kit.launch` (tests/test_collectives_sockets.py) and
-``MPIComm`` ranks under ``mpiexec`` (tests/mpi/collectives.py). Every rank
+One suite, several communicators (the mpi4py habit): ``SocketComm`` and
+``ShmComm`` ranks started by :func:`warmup_kit.launch`
+(tests/test_collectives_sockets.py, tests/test_collectives_shm.py) and
+``MPIComm`` ranks under ``mpiexec`` (tests/mpi/collectives.py). Each case
+also says how the result is asked for: a new array, a preallocated
+``out=``, in place (``out=x``), or non-blocking (``async_op=True``). Every rank
 runs every case of :func:`cases` in the same order and returns one small
 record per case; :func:`problems` then compares the records of all ranks.
 
@@ -16,6 +19,7 @@ cases use real-valued noise: there the check is "close to numpy" and
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import math
@@ -39,11 +43,17 @@ PRIME = 1009
 CALL_TIMEOUT_S = 30.0
 #: collectives whose result must be the same array on every rank
 SAME_ON_ALL = ("allreduce", "broadcast", "all_gather")
+#: how the result is asked for
+MODES = ("new", "out", "inplace", "async")
+IN_PLACE = ("allreduce", "broadcast", "all_to_all")
 
 
 def ops_for(dtype: str) -> tuple[str, ...]:
-    """The ops defined for ``dtype`` (no max/min on complex, as in MPI)."""
-    return ("sum", "prod") if np.dtype(dtype).kind == "c" else tuple(OPS)
+    """The ops defined for ``dtype`` (no max/min on complex, as in MPI;
+    "avg" on floating-point and complex only, as in NCCL)."""
+    kind = np.dtype(dtype).kind
+    ops = ("sum", "prod") if kind == "c" else tuple(OPS)
+    return ops + ("avg",) if kind in "fc" else ops
 
 
 def lengths(n: int, dtype: str) -> list[int]:
@@ -66,13 +76,17 @@ class Case:
     layout: str = "C"              # "C", "F" (transposed view), "strided"
     ranks_per_node: int | None = None
     group: str = ""                # the pytest parameter this case reports to
+    mode: str = "new"              # one of MODES
+    uneven: bool = False           # all_to_all with send_counts
 
     @property
     def id(self) -> str:
         shape = "x".join(map(str, self.shape)) or "scalar"
         extra = f"-rpn{self.ranks_per_node}" if self.ranks_per_node else ""
+        extra += "-v" if self.uneven else ""
         return (f"{self.collective}-{self.algorithm}{extra}-{self.dtype}-"
-                f"{self.op}-{shape}-{self.values}-{self.layout}-r{self.root}")
+                f"{self.op}-{shape}-{self.values}-{self.layout}-r{self.root}"
+                f"-{self.mode}")
 
 
 # ------------------------------------------------------------------ the cases
@@ -161,7 +175,27 @@ def cases(n: int) -> list[Case]:
         for shape in ((0,), (2 * n, 3),
                       (_turn(n, d, [1, 3, PRIME, per]) * n,)):
             out.append(Case("all_to_all", "direct", dt, shape=shape, group=g))
-    return list({c.id: c for c in out}.values())     # first of any duplicate
+        g = f"gather-{dt}"
+        for root in range(n):
+            shape = _turn(n, d + root, [(), (n + 1,), (2, 3), (PRIME,)])
+            out.append(Case("gather", "tree", dt, shape=shape, root=root,
+                            group=g))
+        g = f"scatter-{dt}"
+        for root in range(n):
+            rows = _turn(n, d + root, [1, 2, PRIME])
+            out.append(Case("scatter", "tree", dt, shape=(rows * n, 2),
+                            root=root, group=g))
+        g = f"all_to_all-{dt}"
+        for rows in (0, 3, PRIME):
+            out.append(Case("all_to_all", "direct", dt, shape=(rows,),
+                            uneven=True, group=g))
+    # every way of asking for the result, rotated over the cases
+    moded = []
+    for i, c in enumerate(out):
+        modes = MODES if c.collective in IN_PLACE and not c.uneven else (
+            "new", "out", "async")
+        moded.append(dataclasses.replace(c, mode=_turn(n, i, list(modes))))
+    return list({c.id: c for c in moded}.values())   # first of any duplicate
 
 
 def groups(n: int) -> list[str]:
@@ -185,7 +219,7 @@ def _values(case: Case, rank: int, count: int) -> np.ndarray:
             noise = noise + 1j * rng.standard_normal(count)
         x = 1 + 0.05 * noise if case.op == "prod" else noise
         return x.astype(dt)
-    if case.op == "sum":
+    if case.op in ("sum", "avg"):
         if dt.kind == "u":
             return (k % 11).astype(dt)
         if dt.kind == "c":
@@ -219,7 +253,20 @@ def make_input(case: Case, rank: int) -> np.ndarray:
 
 def _reduced(case: Case, n: int) -> np.ndarray:
     xs = np.stack([make_input(case, r) for r in range(n)])
+    if case.op == "avg":
+        return np.add.reduce(xs, axis=0, dtype=xs.dtype) / xs.dtype.type(n)
     return OPS[case.op].reduce(xs, axis=0, dtype=xs.dtype)
+
+
+def send_counts(case: Case, n: int, rank: int) -> list[int]:
+    """Rows ``rank`` sends each rank in an uneven all-to-all: a skewed,
+    rank-dependent split of its rows (some zero), as top-1 routing gives."""
+    rows = case.shape[0]
+    w = [((rank * 5 + j * 3) % 7) * (j != (rank + 1) % n) for j in range(n)]
+    total = sum(w) or 1
+    counts = [rows * x // total for x in w]
+    counts[rank] += rows - sum(counts)
+    return counts
 
 
 def expected(case: Case, n: int, rank: int):
@@ -236,6 +283,18 @@ def expected(case: Case, n: int, rank: int):
             (-1,) + case.shape[1:]) for r in range(n)])
     if col == "broadcast":
         return make_input(case, case.root)
+    if col == "gather":
+        return np.concatenate([make_input(case, r).reshape(
+            (-1,) + case.shape[1:]) for r in range(n)]) \
+            if rank == case.root else None
+    if col == "scatter":
+        return np.split(make_input(case, case.root), n)[rank]
+    if col == "all_to_all" and case.uneven:
+        parts = []
+        for r in range(n):
+            c = np.cumsum([0] + send_counts(case, n, r))
+            parts.append(make_input(case, r)[c[rank]:c[rank + 1]])
+        return np.concatenate(parts)
     if col == "all_to_all":
         return np.concatenate([np.split(make_input(case, r), n)[rank]
                                for r in range(n)])
@@ -244,37 +303,51 @@ def expected(case: Case, n: int, rank: int):
 
 # ------------------------------------------------------------------- one call
 def call(case: Case, x: np.ndarray, comm):
-    """The public call under test."""
-    kw = {"timeout": CALL_TIMEOUT_S}
+    """The public call under test, asked for the way ``case.mode`` says."""
+    kw = {"timeout": CALL_TIMEOUT_S, "algorithm": case.algorithm}
     col = case.collective
-    if col == "allreduce":
-        if case.ranks_per_node:
-            kw["ranks_per_node"] = case.ranks_per_node
-        return wk.allreduce(x, comm, algorithm=case.algorithm, op=case.op, **kw)
-    if col == "reduce_scatter":
-        return wk.reduce_scatter(x, comm, op=case.op, algorithm=case.algorithm,
-                                 **kw)
-    if col == "all_gather":
-        return wk.all_gather(x, comm, algorithm=case.algorithm, **kw)
-    if col == "broadcast":
-        return wk.broadcast(x, comm, root=case.root, algorithm=case.algorithm,
-                            **kw)
-    if col == "reduce":
-        return wk.reduce(x, comm, root=case.root, op=case.op,
-                         algorithm=case.algorithm, **kw)
-    return wk.all_to_all(x, comm, algorithm=case.algorithm, **kw)
+    n, rank = comm.size, comm.rank
+    if case.mode == "async":
+        kw["async_op"] = True
+    if case.mode == "inplace":
+        kw["out"] = x
+    elif case.mode == "out":
+        want = expected(case, n, rank)
+        if want is not None:
+            kw["out"] = np.empty(want.shape, want.dtype)
+    if col in ("allreduce", "reduce_scatter", "reduce"):
+        kw["op"] = case.op
+    if col in ("broadcast", "reduce", "gather", "scatter"):
+        kw["root"] = case.root
+    if case.ranks_per_node:
+        kw["ranks_per_node"] = case.ranks_per_node
+    if case.uneven:
+        kw["send_counts"] = send_counts(case, n, rank)
+        if case.mode == "out":
+            kw["recv_counts"] = [send_counts(case, n, r)[rank]
+                                 for r in range(n)]
+    y = getattr(wk, col)(x, comm, **kw)
+    return y.wait() if case.mode == "async" else y
 
 
 def predicted(case: Case, x: np.ndarray, n: int, rank: int) -> list[int]:
     """[bytes sent, bytes received, messages sent, messages received] that
     ``traffic()`` predicts for this rank."""
     col = case.collective
+    if case.uneven:
+        row = x.nbytes // max(len(x), 1) if len(x) else 0
+        sent = [c for p, c in enumerate(send_counts(case, n, rank))
+                if p != rank and c]
+        got = [send_counts(case, n, r)[rank] for r in range(n)
+               if r != rank and send_counts(case, n, r)[rank]]
+        return [sum(sent) * row, sum(got) * row, len(sent), len(got)]
     s = build(col, case.algorithm, n, root=case.root,
               ranks_per_node=case.ranks_per_node)
     rows = x.reshape((-1,) + x.shape[1:]) if x.ndim else x.reshape(1)
     unit = math.prod(rows.shape[1:]) if col in (
-        "reduce_scatter", "all_gather", "all_to_all") else 1
-    nbytes = x.nbytes * (n if col == "all_gather" else 1)
+        "reduce_scatter", "all_gather", "all_to_all", "gather",
+        "scatter") else 1
+    nbytes = x.nbytes * (n if col in ("all_gather", "gather") else 1)
     t = traffic(s, nbytes, itemsize=x.itemsize, unit=unit)
     return [t.bytes_sent[rank], t.bytes_received[rank],
             t.messages_sent[rank], t.messages_received[rank]]
@@ -315,6 +388,8 @@ def run_case(case: Case, comm, mpi_reference=None) -> dict:
     """Run one case on this rank; a small JSON-able record."""
     n, rank = comm.size, comm.rank
     x = make_input(case, rank)
+    if case.mode == "inplace" and not x.flags.c_contiguous:
+        x = x.copy(order="C")
     before = x.copy()
     # MPI's own answer first: it is a collective every rank must enter
     ref = mpi_reference(case, x) if mpi_reference is not None else None
@@ -330,8 +405,10 @@ def run_case(case: Case, comm, mpi_reference=None) -> dict:
                     st.messages_received]
     rec["predicted"] = predicted(case, x, n, rank)
     rec["wrong"] = _compare(case, y, expected(case, n, rank))
-    rec["untouched"] = bool(np.array_equal(x, before)
-                            and x.shape == before.shape)
+    rec["untouched"] = bool(case.mode == "inplace" or (
+        np.array_equal(x, before) and x.shape == before.shape))
+    if case.mode == "inplace" and y is not x:
+        rec["wrong"] = "in place: the result is not the input array"
     rec["digest"] = digest(y)
     if mpi_reference is not None:
         rec["mpi_wrong"] = _compare(case, y, ref)

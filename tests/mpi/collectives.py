@@ -1,6 +1,7 @@
 """Every collective case of collective_cases.py over MPIComm, checked against
 numpy and against MPI's own Allreduce / Reduce_scatter / Allgather / Bcast /
-Reduce / Alltoall on the same inputs.
+Reduce / Gather / Scatter / Alltoall(v) on the same inputs ("avg": MPI's SUM
+divided by N).
 
 Usage: mpiexec -n N python -m mpi4py tests/mpi/collectives.py
 Rank 0 prints one JSON line: {"ranks": N, "cases": ..., "report": {group:
@@ -26,9 +27,15 @@ def mpi_reference(world):
     n, rank = world.Get_size(), world.Get_rank()
 
     def ref(case, x):
+        out = ref_sum(case, x)
+        if case.op == "avg" and out is not None:   # MPI has no average
+            out = out / out.dtype.type(n)
+        return out
+
+    def ref_sum(case, x):
         x = np.array(x, order="C")     # (ascontiguousarray makes 0-d 1-d)
         flat = x.reshape(-1)
-        op = MPI_OPS[case.op]
+        op = MPI_OPS["sum" if case.op == "avg" else case.op]
         col = case.collective
         if col == "allreduce":
             out = np.empty_like(flat)
@@ -54,6 +61,22 @@ def mpi_reference(world):
             out = x.copy()
             world.Bcast(out.reshape(-1), root=case.root)
             return out
+        if col == "gather":
+            rows = x.reshape((-1,) + x.shape[1:]) if x.ndim else x.reshape(1)
+            out = np.empty((n * rows.shape[0],) + rows.shape[1:], x.dtype)
+            world.Gather(flat, out.reshape(-1), root=case.root)
+            return out if rank == case.root else None
+        if col == "scatter":
+            out = np.empty((x.shape[0] // n,) + x.shape[1:], x.dtype)
+            world.Scatter(flat, out.reshape(-1), root=case.root)
+            return out
+        if case.uneven:
+            unit = int(np.prod(x.shape[1:], dtype=np.int64))
+            sc = [c * unit for c in cc.send_counts(case, n, rank)]
+            rc = [cc.send_counts(case, n, r)[rank] * unit for r in range(n)]
+            out = np.empty(sum(rc), x.dtype)
+            world.Alltoallv([flat, sc], [out, rc])
+            return out.reshape((-1,) + x.shape[1:])
         out = np.empty_like(flat)                       # all_to_all
         world.Alltoall(flat, out)
         return out.reshape(x.shape)

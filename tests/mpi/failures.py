@@ -2,7 +2,7 @@
 CollectiveTimeout naming a culprit within timeout + 2 s.
 
 Usage: mpiexec -n N python -m mpi4py tests/mpi/failures.py CULPRIT TIMEOUT_S
-       ALGORITHM HANDSHAKE(0|1) [WARMUP_CALLS]
+       ALGORITHM [WARMUP_CALLS]
 Rank 0 prints one JSON line: {"ranks": N, "outcomes": [per rank]}, each
 {"rank", "kind" (exception type, "ok" or "skipped"), "peer", "message",
 "elapsed_s", "is_timeout"}.
@@ -20,8 +20,8 @@ from warmup_kit.comm import MPIComm
 
 def main() -> int:
     culprit, timeout = int(sys.argv[1]), float(sys.argv[2])
-    algorithm, handshake = sys.argv[3], sys.argv[4] == "1"
-    warmup = int(sys.argv[5]) if len(sys.argv) > 5 else 0
+    algorithm = sys.argv[3]
+    warmup = int(sys.argv[4]) if len(sys.argv) > 4 else 0
     world = MPI.COMM_WORLD
     comm = MPIComm()
     x = np.arange(10, dtype=np.float64)
@@ -40,8 +40,7 @@ def main() -> int:
     else:
         t0 = time.monotonic()
         try:
-            wk.allreduce(x, comm, algorithm=algorithm, timeout=timeout,
-                         handshake=handshake)
+            wk.allreduce(x, comm, algorithm=algorithm, timeout=timeout)
             out["kind"] = "ok"
         except Exception as exc:  # noqa: BLE001 - reported
             out.update(kind=type(exc).__name__, message=str(exc),
@@ -53,6 +52,7 @@ def main() -> int:
     if world.Get_rank() == 0:
         print(json.dumps({"ranks": world.Get_size(), "outcomes": gathered}),
               flush=True)
+    world.Barrier()       # printed before a survivor's exit aborts the job
     return 0
 
 

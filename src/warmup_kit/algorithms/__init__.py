@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from functools import lru_cache
 from typing import Callable
 
-from warmup_kit.schedule import Schedule
+from warmup_kit.schedule import ROOTED, Schedule
 from warmup_kit.algorithms.alltoall import direct_all_to_all
 from warmup_kit.algorithms.hierarchical import (
     default_ranks_per_node, hierarchical_allreduce)
@@ -20,7 +20,8 @@ from warmup_kit.algorithms.recursive import (
 from warmup_kit.algorithms.ring import (
     ring_all_gather, ring_allreduce, ring_reduce_scatter)
 from warmup_kit.algorithms.tree import (
-    binomial_broadcast, binomial_reduce, double_tree_allreduce, tree_allreduce)
+    binomial_broadcast, binomial_gather, binomial_reduce, binomial_scatter,
+    double_tree_allreduce, tree_allreduce)
 
 ALLREDUCE: dict[str, Callable[..., Schedule]] = {
     "naive": naive_allreduce,
@@ -38,6 +39,8 @@ REGISTRY: dict[str, dict[str, Callable[..., Schedule]]] = {
     "all_gather": {"ring": ring_all_gather},
     "broadcast": {"tree": binomial_broadcast},
     "reduce": {"tree": binomial_reduce},
+    "gather": {"tree": binomial_gather},
+    "scatter": {"tree": binomial_scatter},
     "all_to_all": {"direct": direct_all_to_all},
 }
 
@@ -83,7 +86,7 @@ def build(collective: str, algorithm: str, n: int, *, root: int = 0,
                          f"choose from {sorted(table)}")
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"number of ranks must be an int >= 1, got {n!r}")
-    if collective in ("broadcast", "reduce"):
+    if collective in ROOTED:
         if not 0 <= root < n:
             raise ValueError(f"root {root} out of range for {n} ranks")
         args: tuple = (n, root)

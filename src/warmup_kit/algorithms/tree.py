@@ -7,7 +7,9 @@
   one tree are the leaves of the other, so no rank's links carry the whole
   buffer twice.
 * binomial-tree broadcast and reduce from any root (MPICH's short-message
-  algorithms; Thakur, Rabenseifner and Gropp 2005).
+  algorithms; Thakur, Rabenseifner and Gropp 2005), and binomial gather and
+  scatter, whose messages grow (or shrink) as they near the root: log2 N
+  rounds, and each rank's block crosses each level once.
 """
 from __future__ import annotations
 
@@ -85,4 +87,29 @@ def binomial_reduce(n: int, root: int = 0) -> Schedule:
     rounds = [[Transfer(src=t.dst, dst=t.src, chunks=t.chunks, reduce=True) for t in rnd]
               for rnd in reversed(bcast.rounds)]
     return Schedule(name="tree", collective="reduce", ranks=n, chunks=1,
+                    rounds=rounds, root=root)
+
+
+def binomial_gather(n: int, root: int = 0) -> Schedule:
+    """Binomial-tree gather: in round k, every rank whose offset from the
+    root has lowest set bit 2^k sends all the blocks it holds 2^k down."""
+    rounds, mask = [], 1
+    while mask < n:
+        rounds.append([
+            Transfer(src=(v + root) % n, dst=(v - mask + root) % n,
+                     chunks=tuple((u + root) % n
+                                  for u in range(v, min(v + mask, n))))
+            for v in range(mask, n, 2 * mask)])
+        mask <<= 1
+    return Schedule(name="tree", collective="gather", ranks=n, chunks=n,
+                    rounds=rounds, root=root)
+
+
+def binomial_scatter(n: int, root: int = 0) -> Schedule:
+    """Binomial-tree scatter: the gather run backwards; each message carries
+    the blocks of the subtree it is sent to."""
+    gather = binomial_gather(n, root)
+    rounds = [[Transfer(src=t.dst, dst=t.src, chunks=t.chunks) for t in rnd]
+              for rnd in reversed(gather.rounds)]
+    return Schedule(name="tree", collective="scatter", ranks=n, chunks=n,
                     rounds=rounds, root=root)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from warmup_kit.execute.exchange import run_schedule
+from warmup_kit import collectives
 from warmup_kit.bench.record import Collective, Layout, pattern, whole_blocks
 
 
@@ -25,10 +25,9 @@ def expected(rank, n, lay, dtype, op, root):
                            for r in range(n)])
 
 
-def run_ours(s, b, comm, op, deadline, root, rank):
-    c = b.send.size
-    b.recv[rank * c:(rank + 1) * c] = b.send
-    return run_schedule(s, b.recv, comm, deadline=deadline)
+def run_ours(algorithm, b, comm, op, root, timeout):
+    return collectives.all_gather(b.send, comm, out=b.recv, algorithm=algorithm,
+                         timeout=timeout)
 
 
 def run_mpi(world, b, op, root, rank):

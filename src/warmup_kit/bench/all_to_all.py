@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from warmup_kit.execute.exchange import run_schedule
+from warmup_kit import collectives
 from warmup_kit.bench.record import Collective, Layout, pattern, whole_blocks
 
 
@@ -27,8 +27,9 @@ def expected(rank, n, lay, dtype, op, root):
                            for j in range(n)])
 
 
-def run_ours(s, b, comm, op, deadline, root, rank):
-    return run_schedule(s, b.recv, comm, deadline=deadline, src=b.send)
+def run_ours(algorithm, b, comm, op, root, timeout):
+    return collectives.all_to_all(b.send, comm, out=b.recv, algorithm=algorithm,
+                         timeout=timeout)
 
 
 def run_mpi(world, b, op, root, rank):

@@ -2,12 +2,12 @@
 
 size = count * itemsize; busbw = algbw * 2(n-1)/n (nccl-tests
 doc/PERFORMANCE.md: each rank sends and receives 2(n-1)/n of the buffer).
-Ours runs the schedule out of place (``src=sendbuf``) straight into the
-preallocated output, as the library does.
+Ours is the public call, out of place into the preallocated output, as the
+library's is.
 """
 from __future__ import annotations
 
-from warmup_kit.execute.exchange import run_schedule
+from warmup_kit import collectives
 from warmup_kit.bench.record import (
     Collective, Layout, mpi_op, pattern, reduced)
 
@@ -24,8 +24,9 @@ def expected(rank, n, lay, dtype, op, root):
     return reduced(n, 0, lay.recv, dtype, op)
 
 
-def run_ours(s, b, comm, op, deadline, root, rank):
-    return run_schedule(s, b.recv, comm, op=op, deadline=deadline, src=b.send)
+def run_ours(algorithm, b, comm, op, root, timeout):
+    return collectives.allreduce(b.send, comm, out=b.recv, algorithm=algorithm, op=op,
+                        timeout=timeout)
 
 
 def run_mpi(world, b, op, root, rank):

@@ -5,7 +5,7 @@ carries the whole buffer once whatever the algorithm).
 """
 from __future__ import annotations
 
-from warmup_kit.execute.exchange import run_schedule
+from warmup_kit import collectives
 from warmup_kit.bench.record import Collective, Layout, pattern
 
 
@@ -21,8 +21,9 @@ def expected(rank, n, lay, dtype, op, root):
     return pattern(root, 0, lay.recv, dtype, None)
 
 
-def run_ours(s, b, comm, op, deadline, root, rank):
-    return run_schedule(s, b.recv, comm, deadline=deadline, src=b.send)
+def run_ours(algorithm, b, comm, op, root, timeout):
+    return collectives.broadcast(b.send, comm, root=root, out=b.recv,
+                        algorithm=algorithm, timeout=timeout)
 
 
 def run_mpi(world, b, op, root, rank):

@@ -1,35 +1,30 @@
-"""The shared harness: flags, timing, checking and the output table.
+"""The shared harness: what to sweep, the ranks' contexts, timing, checking.
 
 Modelled on nccl-tests (``src/common.cu``): one harness, one small file per
-collective. Every size is checked before it is timed (``#wrong``); our
-implementations and the MPI library's own collective ("mpi") are timed
-interleaved, iteration by iteration, so a noisy machine disturbs them alike.
-An iteration's time is the slowest rank's; the table shows the median over
-iterations and its spread (interquartile range, % of the median).
+collective. Every size is checked before it is timed (``#wrong``). What is
+timed is the public call a reader makes (``warmup_kit.allreduce(sendbuf,
+comm, out=recvbuf, algorithm=...)``, default settings otherwise) and, under
+MPI, the library's own collective ("mpi"), interleaved iteration by
+iteration so a noisy machine disturbs them alike. An iteration's time is
+the slowest rank's; the table shows the median over iterations and its
+spread (interquartile range, % of the median).
 """
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import platform
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from warmup_kit.algorithms import algorithms_for, build
-from warmup_kit.comm.base import deadline_after
-from warmup_kit.ops import check_dtype
+from warmup_kit.algorithms import algorithms_for, default_algorithm
 from warmup_kit.bench.record import Collective, wrong
+from warmup_kit.ops import check_dtype
+from warmup_kit.units import human_bytes
 
-MPI_ENV = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "MPI_LOCALRANKID")
 TYPE_NAMES = {"float64": "double", "float32": "float", "float16": "half",
               "int8": "int8", "uint8": "uint8", "int32": "int32",
               "uint32": "uint32", "int64": "int64", "uint64": "uint64"}
-COLUMNS = ("size", "count", "type", "redop", "root", "algorithm", "time_us",
-           "spread_pct", "algbw_gbps", "busbw_gbps", "wrong")
 
 
 @dataclass
@@ -56,9 +51,19 @@ class Options:
                                     # hits a fraction of each size's samples
 
     def sweep(self) -> list[int]:
-        """Byte sizes, -b to -e by factor -f (or by -i bytes)."""
+        """Byte sizes, -b to -e by factor -f (or by -i bytes).
+
+        Raises:
+            ValueError: an empty or inverted range, or a step that does not
+                grow.
+        """
         if self.sizes:
             return list(self.sizes)
+        if self.minbytes > self.maxbytes:
+            raise ValueError(f"empty sweep: -b {self.minbytes} is above -e "
+                             f"{self.maxbytes}")
+        if self.stepbytes <= 0 and self.stepfactor < 2:
+            raise ValueError("-f must be >= 2 (or give -i bytes)")
         out, v = [], self.minbytes
         while v <= self.maxbytes:
             out.append(v)
@@ -95,35 +100,37 @@ class MPIContext:
         self.world.Free()
 
 
-class SocketContext:
-    """One rank of :func:`warmup_kit.launch` (no library baseline)."""
+class LaunchContext:
+    """One rank of :func:`warmup_kit.launch` (sockets or shared memory; no
+    library baseline)."""
 
-    transport = "sockets"
-
-    def __init__(self, comm) -> None:
-        self.comm, self.world = comm, None
+    def __init__(self, comm, transport: str) -> None:
+        self.comm, self.world, self.transport = comm, None, transport
         self.rank, self.size = comm.rank, comm.size
-        self._token = np.zeros(1, np.int64)
-        self._peers = {p: np.zeros(1, np.int64) for p in range(comm.size)
-                       if p != comm.rank}
 
     def barrier(self) -> None:
-        if self.size > 1:      # everyone hears from everyone: a barrier
-            self.comm.exchange([(p, self._token) for p in self._peers],
-                               list(self._peers.items()), control=True)
+        self.comm.barrier()
 
 
 # ----------------------------------------------------------------- timing
-def implementations(opts: Options, ctx) -> list[str]:
-    names = list(opts.algorithms) or [algorithms_for(opts.collective)[0],
-                                      "mpi"]
-    if ctx.transport != "mpi":
-        names = [a for a in names if a != "mpi"]
+def implementations(opts: Options, transport: str) -> list[str]:
+    """The algorithms to time: ``opts.algorithms``, or the collective's
+    default plus the library's own ("mpi") where there is one.
+
+    Raises:
+        ValueError: an unknown algorithm, or "mpi" without MPI.
+    """
+    names = list(opts.algorithms) or [default_algorithm(opts.collective)]
+    if not opts.algorithms and transport == "mpi":
+        names.append("mpi")
     known = algorithms_for(opts.collective) + ("mpi",)
     bad = [a for a in names if a not in known]
     if bad:
         raise ValueError(f"unknown {opts.collective} algorithm(s) {bad}; "
                          f"choose from {list(known)}")
+    if "mpi" in names and transport != "mpi":
+        raise ValueError(f"'mpi' (the MPI library's own {opts.collective}) "
+                         f"needs ranks under mpiexec, not {transport}")
     return names
 
 
@@ -136,9 +143,7 @@ def bench_rank(ctx, opts: Options, coll: Collective) -> list[dict]:
     n, rank = ctx.size, ctx.rank
     dtype = check_dtype(opts.dtype)
     op = opts.op if coll.reduces else None
-    impls = implementations(opts, ctx)
-    schedules = {a: build(coll.name, a, n, root=opts.root)
-                 for a in impls if a != "mpi"}
+    impls = implementations(opts, ctx.transport)
     sizes = opts.sweep()
     times: dict = {}
     bad: dict = {}
@@ -150,23 +155,20 @@ def bench_rank(ctx, opts: Options, coll: Collective) -> list[dict]:
             if lay.count == 0:
                 continue
             counts[k] = lay.count
-            bufs = coll.alloc(lay, dtype)
+            bufs = coll.alloc(lay, dtype, ctx.comm.empty)
             bufs.send[:] = coll.init(rank, n, lay, dtype, op, opts.root)
 
             def call(a):
                 if a == "mpi":
                     return coll.run_mpi(ctx.world, bufs, opts.op, opts.root,
                                         rank)
-                return coll.run_ours(schedules[a], bufs, ctx.comm, opts.op,
-                                     deadline_after(opts.timeout), opts.root,
-                                     rank)
+                return coll.run_ours(a, bufs, ctx.comm, opts.op, opts.root,
+                                     opts.timeout)
             if p == 0:
                 want = (coll.expected(rank, n, lay, dtype, op, opts.root)
                         if opts.check else None)
                 for a in impls:
-                    for arr in (bufs.recv, bufs.work):
-                        if arr is not None:
-                            arr.fill(_sentinel(dtype))
+                    bufs.recv.fill(_sentinel(dtype))
                     ctx.barrier()
                     bad[(k, a)] = wrong(call(a), want) if opts.check else 0
             for it in range(opts.warmup + opts.iters):
@@ -196,7 +198,7 @@ def _progress(done: int, total: int, name: str, nbytes: int) -> None:
     fill = int(width * done / total)
     sys.stderr.write(f"\r[warmup-bench] {name} [{'#' * fill}"
                      f"{'.' * (width - fill)}] {done}/{total} sizes "
-                     f"({human(nbytes)})  ")
+                     f"({human_bytes(nbytes)})  ")
     sys.stderr.flush()
 
 
@@ -227,169 +229,3 @@ def merge(per_rank: list[list[dict]], opts: Options, coll: Collective,
             "wrong": int(sum(rows[i]["wrong"] for rows in per_rank)),
             "times_us": [float(x * 1e6) for x in t]})
     return out
-
-
-# ----------------------------------------------------------------- output
-def human(nbytes: int) -> str:
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if nbytes >= 1 << shift and nbytes % (1 << shift) == 0:
-            return f"{nbytes >> shift} {unit}"
-    return f"{nbytes} B"
-
-
-def table(results: list[dict], header: dict) -> str:
-    """The nccl-tests table: one line per size and implementation."""
-    lines = [f"# warmup-bench: {header['collective']}, {header['ranks']} "
-             f"ranks over {header['transport']}, {header['type']} "
-             f"{header['redop']}, iters {header['iters']} warmup "
-             f"{header['warmup']}, check {'on' if header['check'] else 'off'}",
-             f"# machine: {header['machine']}",
-             "#",
-             f"# {'size':>10} {'count':>12} {'type':>7} {'redop':>6} "
-             f"{'root':>5} {'algorithm':>19} {'time':>10} {'spread':>7} "
-             f"{'algbw':>7} {'busbw':>7} {'#wrong':>7}",
-             f"# {'(B)':>10} {'(elements)':>12} {'':>7} {'':>6} {'':>5} "
-             f"{'':>19} {'(us)':>10} {'(%)':>7} {'(GB/s)':>7} {'(GB/s)':>7} "
-             f"{'':>7}"]
-    for r in results:
-        lines.append(
-            f"  {r['size']:>10} {r['count']:>12} {r['type']:>7} "
-            f"{r['redop']:>6} {r['root']:>5} {r['algorithm']:>19} "
-            f"{r['time_us']:>10.2f} {r['spread_pct']:>7.1f} "
-            f"{r['algbw_gbps']:>7.3f} {r['busbw_gbps']:>7.3f} "
-            f"{r['wrong']:>7}")
-    bad = sum(r["wrong"] for r in results)
-    lines.append(f"# Out of bounds values : {bad} {'OK' if not bad else 'FAILED'}")
-    for a in dict.fromkeys(r["algorithm"] for r in results):
-        bw = [r["busbw_gbps"] for r in results if r["algorithm"] == a]
-        lines.append(f"# Avg bus bandwidth    : {np.mean(bw):.4f} GB/s ({a})")
-    return "\n".join(lines)
-
-
-def parse_table(text: str) -> list[dict]:
-    """Rows of a :func:`table` (comment lines skipped), typed."""
-    rows = []
-    for line in text.splitlines():
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        f = line.split()
-        if len(f) != len(COLUMNS):
-            raise ValueError(f"not a table row: {line!r}")
-        row = dict(zip(COLUMNS, f))
-        for k in ("size", "count", "root", "wrong"):
-            row[k] = int(row[k])
-        for k in ("time_us", "spread_pct", "algbw_gbps", "busbw_gbps"):
-            row[k] = float(row[k])
-        rows.append(row)
-    return rows
-
-
-def write_csv(path: str, results: list[dict]) -> None:
-    import csv
-    keys = [k for k in results[0] if k != "times_us"] if results else []
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, keys, extrasaction="ignore")
-        w.writeheader()
-        w.writerows(results)
-
-
-def machine(transport: str) -> str:
-    """A one-line label of this machine, for stored measurements."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    lib = ""
-    if transport == "mpi":
-        from mpi4py import MPI
-        lib = ", " + MPI.Get_library_version().splitlines()[0].strip()
-    return (f"{platform.node()}, {cpu}, {os.cpu_count()} cores, "
-            f"Linux {platform.release()}, numpy {np.__version__}{lib}")
-
-
-# ------------------------------------------------------------------- CLI
-def parse_size(text: str) -> int:
-    """'8', '1K', '64M', '1G' -> bytes (nccl-tests suffixes)."""
-    t = text.strip().upper().removesuffix("B").removesuffix("I")
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
-    return int(float(t[:-1] if mult > 1 else t) * mult)
-
-
-def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="warmup-bench",
-        description="nccl-tests-style sweeps of warmup_kit's collectives "
-                    "(and the MPI library's own, as 'mpi'), checked.",
-        epilog="Under MPI: mpiexec -n 4 python -m warmup_kit.bench -b 8 -e "
-               "64M -f 2. Without: python -m warmup_kit.bench --world 4.")
-    p.add_argument("--collective", default="allreduce",
-                   choices=["allreduce", "reduce_scatter", "all_gather",
-                            "broadcast", "reduce", "all_to_all"])
-    p.add_argument("--algorithms", default="",
-                   help="comma list of algorithms and/or 'mpi', or 'all' "
-                        "(default: the collective's default and 'mpi')")
-    p.add_argument("-b", "--minbytes", type=parse_size, default=8)
-    p.add_argument("-e", "--maxbytes", type=parse_size, default=64 << 20)
-    p.add_argument("-f", "--stepfactor", type=int, default=2)
-    p.add_argument("-i", "--stepbytes", type=parse_size, default=0)
-    p.add_argument("-n", "--iters", type=int, default=20)
-    p.add_argument("-w", "--warmup_iters", type=int, default=5)
-    p.add_argument("--passes", type=int, default=1,
-                   help="sweep the sizes this many times (-n and -w per "
-                        "pass); the median is over all passes")
-    p.add_argument("-c", "--check", type=int, default=1, choices=[0, 1])
-    p.add_argument("-d", "--datatype", default="float64")
-    p.add_argument("-o", "--op", default="sum",
-                   choices=["sum", "prod", "max", "min"])
-    p.add_argument("-r", "--root", type=int, default=0)
-    p.add_argument("--world", type=int, default=None,
-                   help="run N ranks over TCP sockets instead of MPI")
-    p.add_argument("--timeout", type=float, default=None,
-                   help="per-call deadline in seconds (default: none, as "
-                        "the library has none)")
-    p.add_argument("--csv", help="also write the rows to this CSV file")
-    p.add_argument("--json", help="also write header and rows (with every "
-                                  "iteration's time) to this JSON file")
-    p.add_argument("--progress", action="store_true", default=None,
-                   help="progress bar on stderr (default: if a terminal)")
-    return p.parse_args(argv)
-
-
-def options(args: argparse.Namespace) -> Options:
-    if args.algorithms == "all":
-        algs = algorithms_for(args.collective) + ("mpi",)
-    else:
-        algs = tuple(a.strip() for a in args.algorithms.split(",") if a)
-    progress = (sys.stderr.isatty() if args.progress is None
-                else args.progress)
-    return Options(args.collective, algs, args.minbytes, args.maxbytes,
-                   args.stepfactor, args.stepbytes, args.iters,
-                   args.warmup_iters, bool(args.check), args.datatype,
-                   args.op, args.root, args.timeout, progress,
-                   passes=args.passes)
-
-
-def under_mpi() -> bool:
-    return any(v in os.environ for v in MPI_ENV)
-
-
-def report(results: list[dict], opts: Options, n: int, transport: str,
-           args) -> dict:
-    header = {"collective": opts.collective, "ranks": n,
-              "transport": transport,
-              "type": TYPE_NAMES.get(opts.dtype, opts.dtype),
-              "redop": opts.op, "iters": opts.iters, "warmup": opts.warmup,
-              "check": opts.check, "machine": machine(transport),
-              "options": asdict(opts)}
-    print(table(results, header), flush=True)
-    if getattr(args, "csv", None):
-        write_csv(args.csv, results)
-    if getattr(args, "json", None):
-        with open(args.json, "w") as f:
-            json.dump({"header": header, "rows": results}, f, indent=1)
-    return header

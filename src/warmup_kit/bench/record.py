@@ -21,6 +21,12 @@ from warmup_kit.model.costs import BUSBW_FACTORS
 from warmup_kit.ops import OPS
 
 
+MPI_NAMES = {"allreduce": "MPI_Allreduce",
+             "reduce_scatter": "MPI_Reduce_scatter_block",
+             "all_gather": "MPI_Allgather", "broadcast": "MPI_Bcast",
+             "reduce": "MPI_Reduce", "all_to_all": "MPI_Alltoall"}
+
+
 @dataclass
 class Layout:
     """Element counts of one call: per-rank input, output and work buffer."""
@@ -37,7 +43,6 @@ class Buffers:
 
     send: np.ndarray
     recv: np.ndarray
-    work: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -51,12 +56,11 @@ class Collective:
         init: ``(rank, n, layout, dtype, op, root) -> sendbuf``.
         expected: ``(rank, n, layout, dtype, op, root) -> array or None``
             (None: this rank's output is not defined, e.g. reduce off-root).
-        run_ours: ``(schedule, bufs, comm, op, deadline, root, rank) ->
-            result`` with a warmup_kit schedule.
+        run_ours: ``(algorithm, bufs, comm, op, root, timeout) -> result``:
+            the public call of :mod:`warmup_kit.collectives` a reader makes.
         run_mpi: ``(mpi_comm, bufs, op, root, rank) -> result`` with the MPI
             library's own collective.
         reduces: whether ``op`` applies.
-        work: whether ``run_ours`` needs a work buffer of ``send`` elements.
     """
 
     name: str
@@ -66,17 +70,26 @@ class Collective:
     run_ours: Callable
     run_mpi: Callable
     reduces: bool = True
-    work: bool = False
+
+    @property
+    def call(self) -> str:
+        """The public call timed as ours."""
+        return (f"warmup_kit.{self.name}(sendbuf, comm, out=recvbuf, "
+                "algorithm=...)")
+
+    @property
+    def mpi_call(self) -> str:
+        return MPI_NAMES[self.name]
 
     def busbw_factor(self, n: int) -> float:
         """algbw -> busbw (nccl-tests doc/PERFORMANCE.md), from the one
         table of the model, :data:`warmup_kit.model.costs.BUSBW_FACTORS`."""
         return BUSBW_FACTORS[self.name](n)
 
-    def alloc(self, lay: Layout, dtype) -> Buffers:
-        """Buffers for one size; the work buffer only if ``work``."""
-        return Buffers(np.empty(lay.send, dtype), np.empty(lay.recv, dtype),
-                       np.empty(lay.send, dtype) if self.work else None)
+    def alloc(self, lay: Layout, dtype, empty=np.empty) -> Buffers:
+        """Buffers for one size, from ``empty(n, dtype)`` (the
+        communicator's allocator: shared memory for ``ShmComm``)."""
+        return Buffers(empty(lay.send, dtype), empty(lay.recv, dtype))
 
 
 # ------------------------------------------------------------------ data
@@ -121,6 +134,8 @@ def wrong(result: np.ndarray | None, expected: np.ndarray | None) -> int:
 def mpi_op(op: str):
     """The MPI reduction operator named ``op``."""
     from mpi4py import MPI
+    if op == "avg":
+        raise ValueError("the MPI library has no 'avg' reduction")
     return {"sum": MPI.SUM, "prod": MPI.PROD, "max": MPI.MAX,
             "min": MPI.MIN}[op]
 

@@ -5,7 +5,7 @@ output is checked.
 """
 from __future__ import annotations
 
-from warmup_kit.execute.exchange import run_schedule
+from warmup_kit import collectives
 from warmup_kit.bench.record import (
     Collective, Layout, mpi_op, pattern, reduced)
 
@@ -22,8 +22,9 @@ def expected(rank, n, lay, dtype, op, root):
     return reduced(n, 0, lay.recv, dtype, op) if rank == root else None
 
 
-def run_ours(s, b, comm, op, deadline, root, rank):
-    return run_schedule(s, b.recv, comm, op=op, deadline=deadline, src=b.send)
+def run_ours(algorithm, b, comm, op, root, timeout):
+    return collectives.reduce(b.send, comm, root=root, out=b.recv, op=op,
+                     algorithm=algorithm, timeout=timeout)
 
 
 def run_mpi(world, b, op, root, rank):

@@ -1,12 +1,12 @@
 """Reduce-scatter for the bench: rank r ends with block r of the reduction.
 
 size = count * itemsize (the whole input); busbw = algbw * (n-1)/n.
-Ours reduces in a work buffer (out of place from the input) and hands back
-a view of this rank's block: no copy.
+Ours is the public call: it reduces in a work buffer kept on the communicator
+(out of place from the input) and copies this rank's block into ``out``.
 """
 from __future__ import annotations
 
-from warmup_kit.execute.exchange import run_schedule
+from warmup_kit import collectives
 from warmup_kit.bench.record import (
     Collective, Layout, mpi_op, pattern, reduced, whole_blocks)
 
@@ -24,10 +24,9 @@ def expected(rank, n, lay, dtype, op, root):
     return reduced(n, rank * lay.block, lay.block, dtype, op)
 
 
-def run_ours(s, b, comm, op, deadline, root, rank):
-    run_schedule(s, b.work, comm, op=op, deadline=deadline, src=b.send)
-    c = b.recv.size
-    return b.work[rank * c:(rank + 1) * c]
+def run_ours(algorithm, b, comm, op, root, timeout):
+    return collectives.reduce_scatter(b.send, comm, out=b.recv, algorithm=algorithm,
+                             op=op, timeout=timeout)
 
 
 def run_mpi(world, b, op, root, rank):
@@ -36,4 +35,4 @@ def run_mpi(world, b, op, root, rank):
 
 
 COLLECTIVE = Collective("reduce_scatter", layout, init, expected, run_ours,
-                        run_mpi, work=True)
+                        run_mpi)

@@ -1,87 +1,119 @@
-"""Run N socket ranks on this host, and MPI programs under the venv's mpiexec.
+"""Run N ranks on this host without MPI: ``launch(fn, world, transport=...)``.
 
-:func:`launch` is what tests, notebooks and ``labs/lab01.py --world N`` use to
-get real ranks without MPI: N processes on loopback, each calling
-``fn(comm, *args)`` with a :class:`~warmup_kit.comm.SocketComm`. The parent
-only brokers the addresses and collects results (over multiprocessing pipes);
-rank-to-rank traffic goes over the ranks' own TCP mesh.
+What tests, notebooks and ``labs/lab01.py --world N`` use to get real ranks:
+N forked processes, each calling ``fn(comm, *args)`` with a
+:class:`~warmup_kit.comm.SocketComm` (``transport="sockets"``: TCP on
+loopback, a fresh job secret per launch) or a
+:class:`~warmup_kit.comm.shm.ShmComm` (``transport="shm"``: shared memory).
+The parent only brokers addresses and collects results over pipes; rank to
+rank traffic goes over the transport.
 
-:func:`run_mpi` runs a script or module under ``mpiexec`` as a subprocess and
-returns the JSON object it prints, so a notebook can show a real MPI run.
+No rank outlives the launch: ranks still running at the timeout, or after
+another rank failed (past ``grace``), are killed and reaped; and each rank
+asks the kernel to kill it if the parent dies (``PR_SET_PDEATHSIG`` on
+Linux, a watchdog thread elsewhere), so a parent killed by SIGTERM, SIGHUP
+or SIGKILL leaves nothing behind.
 """
 from __future__ import annotations
 
-import json
+import ctypes
 import multiprocessing as mp
 import os
 import pickle
-import shutil
 import signal
 import socket
-import subprocess
 import sys
+import threading
 import time
 import traceback
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from warmup_kit.errors import RankDied
+from warmup_kit.comm import shm
+from warmup_kit.comm.mesh import new_secret
 from warmup_kit.comm.sockets import SocketComm
+from warmup_kit.errors import CollectiveTimeout, PeerLost, RankDied
 
-#: environment that makes oversubscribed MPICH ranks yield the CPU
-MPICH_YIELD_ENV = {"MPIR_CVAR_CH4_PROGRESS_THROTTLE": "1",
-                   "MPIR_CVAR_POLLS_BEFORE_YIELD": "100"}
+TRANSPORTS = ("sockets", "shm")
+_PR_SET_PDEATHSIG = 1
 
 
-def _rank_main(rank: int, size: int, host: str, conn, fn, args,
-               connect_timeout: float) -> None:
-    try:
-        listener = socket.create_server((host, 0), backlog=max(size, 1))
-        conn.send(("port", listener.getsockname()[1]))
-        addresses = conn.recv()
-        with SocketComm(rank, size, addresses, listener=listener,
-                        connect_timeout=connect_timeout) as comm:
-            listener.close()
-            result = fn(comm, *args)
-        conn.send(("ok", result))
-    except BaseException as exc:  # noqa: BLE001 - reported to the parent
-        tb = traceback.format_exc()
+def die_with_parent(parent_pid: int) -> None:
+    """End this process when ``parent_pid`` ends."""
+    if sys.platform.startswith("linux"):
         try:
-            # the parent must be able to rebuild it: an exception class whose
-            # __init__ takes other arguments than its args pickles fine but
-            # fails to unpickle there, which would lose the rank and the cause
-            pickle.loads(pickle.dumps(exc))
-            conn.send(("error", exc, tb))
-        except Exception:  # noqa: BLE001 - unpicklable exception
-            conn.send(("error", RuntimeError(f"{type(exc).__name__}: {exc}"),
-                       tb))
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        except (OSError, AttributeError):  # pragma: no cover
+            pass
+        else:
+            if os.getppid() != parent_pid:     # it died before prctl
+                os._exit(1)
+            return
+
+    def watch() -> None:  # pragma: no cover - not Linux
+        while os.getppid() == parent_pid:
+            time.sleep(0.5)
+        os._exit(1)
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _report(conn, kind: str, value, tb: str = "") -> None:
+    if kind == "ok":
+        conn.send(("ok", value))
+        return
+    try:
+        # the parent must be able to rebuild it: an exception class whose
+        # __init__ takes other arguments than its args pickles fine but
+        # fails to unpickle there, which would lose the rank and the cause
+        pickle.loads(pickle.dumps(value))
+        conn.send(("error", value, tb))
+    except Exception:  # noqa: BLE001 - unpicklable exception
+        conn.send(("error", RuntimeError(f"{type(value).__name__}: {value}"),
+                   tb))
+
+
+def _rank_main(rank: int, world: int, transport: str, setup, conn, fn, args,
+               parent_pid: int) -> None:
+    die_with_parent(parent_pid)
+    comm = None
+    try:
+        if transport == "sockets":
+            host, secret, timeout = setup
+            listener = socket.create_server((host, 0), backlog=max(world, 1))
+            conn.send(("port", listener.getsockname()[1]))
+            addresses = conn.recv()
+            comm = SocketComm(rank, world, addresses, listener=listener,
+                              secret=secret, connect_timeout=timeout)
+            listener.close()
+        else:
+            comm = shm.comm_from_segments(rank, world, setup)
+        _report(conn, "ok", fn(comm, *args))
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent
+        _report(conn, "error", exc, traceback.format_exc())
     finally:
+        if comm is not None:
+            comm.close()
         conn.close()
 
 
-def _context(start_method: str | None):
-    if start_method is None:
-        start_method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
-    return mp.get_context(start_method)
-
-
 def launch(fn: Callable[..., Any], world: int = 4, *, args: Sequence = (),
-           timeout: float = 60.0, host: str = "127.0.0.1",
-           return_exceptions: bool = False, start_method: str | None = None,
-           grace: float = 3.0) -> list[Any]:
-    """Run ``fn(comm, *args)`` on ``world`` socket ranks; results in rank order.
+           transport: str = "sockets", timeout: float = 60.0,
+           host: str = "127.0.0.1", shm_bytes: int = 64 << 20,
+           return_exceptions: bool = False, grace: float = 3.0) -> list[Any]:
+    """Run ``fn(comm, *args)`` on ``world`` ranks; results in rank order.
 
     Args:
-        fn: called once per rank with a connected SocketComm.
+        fn: called once per rank with a connected communicator.
         world: number of ranks (processes).
         args: extra positional arguments for ``fn``.
+        transport: ``"sockets"`` (TCP on ``host``) or ``"shm"`` (shared
+            memory; Linux).
         timeout: seconds for the whole run; ranks still running then are
-            killed and :class:`~warmup_kit.CollectiveTimeout`-like
-            :class:`TimeoutError` is raised naming them.
+            killed and a :class:`TimeoutError` names them.
+        host: the address socket ranks listen on.
+        shm_bytes: size of each rank's shared data segment (``"shm"``).
         return_exceptions: put each failed rank's exception in the list
             (like :func:`asyncio.gather`) instead of raising.
-        start_method: multiprocessing start method (default: fork where
-            available, so functions defined in a notebook work).
         grace: after a first failure, how long the other ranks get to report
             before they are killed.
 
@@ -90,33 +122,49 @@ def launch(fn: Callable[..., Any], world: int = 4, *, args: Sequence = (),
         over the timeouts and lost peers it causes in others), with
         ``.rank`` set and a note naming the rank. No process is left behind.
     """
-    if not isinstance(world, int) or world < 1:
+    if not isinstance(world, int) or isinstance(world, bool) or world < 1:
         raise ValueError(f"world must be an int >= 1, got {world!r}")
-    ctx = _context(start_method)
+    if transport not in TRANSPORTS:
+        raise ValueError(f"transport must be one of {TRANSPORTS}, got "
+                         f"{transport!r}")
+    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods()
+                         else "spawn")
+    segs: list = []
     pipes, procs = [], []
     try:
+        if transport == "shm":
+            segs = shm.make_segments(world, shm_bytes)
+            setup: Any = segs
+        else:
+            setup = (host, new_secret(), timeout)
         for r in range(world):
             parent, child = ctx.Pipe()
             p = ctx.Process(target=_rank_main, name=f"warmup-rank-{r}",
-                            args=(r, world, host, child, fn, tuple(args),
-                                  timeout), daemon=True)
+                            args=(r, world, transport, setup, child, fn,
+                                  tuple(args), os.getpid()), daemon=True)
             p.start()
             child.close()
             pipes.append(parent)
             procs.append(p)
         deadline = time.monotonic() + timeout
-        addresses = []
-        for r, pipe in enumerate(pipes):
-            msg = _recv(pipe, procs[r], r, deadline)
-            if msg[0] != "port":
-                _raise_outcome({r: msg}, world, return_exceptions)
-            addresses.append((host, msg[1]))
-        for pipe in pipes:
-            pipe.send(addresses)
+        if transport == "shm":
+            shm.unlink(segs)           # mapped everywhere: names not needed
+        else:
+            addresses = []
+            for r, pipe in enumerate(pipes):
+                msg = _recv(pipe, procs[r], r, deadline)
+                if msg[0] != "port":
+                    _raise_outcome({r: msg}, world, return_exceptions)
+                addresses.append((host, msg[1]))
+            for pipe in pipes:
+                pipe.send(addresses)
         outcomes = _collect(pipes, procs, deadline, grace)
         return _raise_outcome(outcomes, world, return_exceptions)
     finally:
         _reap(procs, pipes)
+        shm.unlink(segs)
+        for s in segs:
+            s.close()
 
 
 def _reap(procs, pipes) -> None:
@@ -177,7 +225,6 @@ def _collect(pipes, procs, deadline: float, grace: float) -> dict:
 
 
 def _raise_outcome(outcomes: dict, world: int, return_exceptions: bool):
-    from warmup_kit.errors import CollectiveTimeout, PeerLost
     results, errors = [], []
     for r in range(world):
         kind, *rest = outcomes.get(r, ("error", RuntimeError("no outcome"), ""))
@@ -206,54 +253,3 @@ def _raise_outcome(outcomes: dict, world: int, return_exceptions: bool):
         return 0 if not isinstance(e, RankDied) else 1
     r, exc = min(errors, key=lambda it: (symptom(it), it[0]))
     raise exc
-
-
-# ----------------------------------------------------------------- mpiexec
-def find_mpiexec() -> str:
-    """The ``mpiexec`` beside this Python (the venv's, from the mpich wheel)."""
-    here = Path(sys.executable).parent / "mpiexec"
-    if here.exists():
-        return str(here)
-    found = shutil.which("mpiexec") or shutil.which("mpirun")
-    if not found:
-        raise FileNotFoundError("mpiexec not found: run `make venv` (the "
-                                "mpich wheel ships it)")
-    return found
-
-
-def mpi_command(target: str, n: int, args: Sequence[str] = ()) -> list[str]:
-    """``mpiexec -n N python -m mpi4py TARGET ARGS`` (a script or -m module)."""
-    if target.endswith(".py"):
-        run = [target]
-    else:
-        run = ["-m", target]
-    return [find_mpiexec(), "-n", str(n), sys.executable, "-m", "mpi4py",
-            *run, *map(str, args)]
-
-
-def run_mpi(target: str, n: int = 4, *, args: Sequence = (),
-            timeout: float = 120.0, env: dict | None = None) -> dict:
-    """Run a script/module under mpiexec; return the JSON object it prints.
-
-    The program must print one JSON object on a line of its own (rank 0).
-    The whole process group is killed if it runs past ``timeout``.
-    """
-    full_env = {**os.environ, **MPICH_YIELD_ENV, **(env or {})}
-    proc = subprocess.Popen(mpi_command(target, n, args), env=full_env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise TimeoutError(f"mpiexec -n {n} {target} ran past {timeout}s") \
-            from None
-    if proc.returncode != 0:
-        raise RuntimeError(f"mpiexec -n {n} {target} failed "
-                           f"({proc.returncode}):\n{err[-3000:]}")
-    for line in reversed(out.splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
-            return json.loads(line)
-    raise RuntimeError(f"{target} printed no JSON line:\n{out[-2000:]}")

@@ -1,25 +1,37 @@
 """MPI transport: mpi4py's buffer (upper-case) calls on numpy arrays.
 
 Never pickle: ``Isend``/``Irecv`` take the arrays' memory directly. The
-communicator is duplicated so our messages cannot match anyone else's. With
-no deadline the wait is a plain ``Waitall``; with one, we poll ``Testsome``
-(yielding the CPU between polls, then backing off), so a silent peer
-becomes a :class:`CollectiveTimeout` naming it instead of a hang. (Under ``python -m mpi4py``, an uncaught exception then
-aborts the whole job.)
+communicator is duplicated so our messages cannot match anyone else's.
+Receives are posted with ``MPI.ANY_TAG`` and the arriving message's tag and
+size are checked against what the receiver expects, so a rank that called a
+different collective (the tag is the call's fingerprint) raises
+:class:`~warmup_kit.errors.ProtocolError` instead of reducing the wrong
+bytes. With no deadline a wait is a plain ``Waitall``; with one, we poll
+``Testsome`` (yielding the CPU between polls, then backing off), so a silent
+peer becomes a :class:`~warmup_kit.CollectiveTimeout` naming it instead of a
+hang.
+
+After a timeout the job cannot continue (a send may still be in flight to a
+rank that will never receive it, and ``MPI_Finalize`` would wait for it), so
+the communicator remembers it and, at interpreter exit, aborts the job
+(``MPI_Abort``) instead of finalizing: every rank ends, none hangs.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import time
+from typing import Sequence
 
-from warmup_kit.errors import CollectiveTimeout
-from warmup_kit.comm.base import Comm
+from warmup_kit.comm.base import Comm, Request, split_order
+from warmup_kit.comm.deadlines import deadline_after
+from warmup_kit.errors import CollectiveTimeout, PeerLost, ProtocolError
 
-TAG = 7
 #: seconds without any completion a deadline wait spins (polling, yielding)
 #: before it backs off to sleeps
 SPIN_S = 0.2
 _yield = getattr(os, "sched_yield", lambda: time.sleep(0))
+_BROKEN: list[str] = []         # why this process must abort at exit
 
 
 def _mpi():
@@ -27,95 +39,197 @@ def _mpi():
     return MPI
 
 
+def _abort_if_broken() -> None:
+    if not _BROKEN:
+        return
+    MPI = _mpi()
+    if MPI.Is_initialized() and not MPI.Is_finalized():
+        import sys
+        print(f"warmup_kit: aborting the MPI job after {_BROKEN[0]}",
+              file=sys.stderr, flush=True)
+        MPI.COMM_WORLD.Abort(1)
+
+
+class MPIRequest(Request):
+    """An ``MPI.Request`` with the peer it talks to and, for a receive, the
+    tag and size it must carry."""
+
+    __slots__ = ("comm", "req", "peer", "recv", "tag", "nbytes", "status")
+
+    def __init__(self, comm: "MPIComm", req, peer: int, recv: bool,
+                 tag: int, nbytes: int, status=None) -> None:
+        self.comm, self.req, self.peer, self.recv = comm, req, peer, recv
+        self.tag, self.nbytes, self.status = tag, nbytes, status
+
+    def test(self) -> bool:
+        done = self.req.Test(self.status) if self.recv else self.req.Test()
+        if done and self.recv:
+            self.comm.check_arrival(self)
+        return done
+
+    def wait(self, timeout: float | None = None) -> None:
+        self.comm.waitall([self], deadline_after(timeout))
+
+
 class MPIComm(Comm):
     """A rank of an MPI communicator (default ``MPI.COMM_WORLD``)."""
 
-    def __init__(self, comm=None) -> None:
+    def __init__(self, comm=None, *, _dup: bool = True) -> None:
         super().__init__()
         MPI = _mpi()
-        self._mpi = MPI
-        self.comm = (comm if comm is not None else MPI.COMM_WORLD).Dup()
+        self._MPI = MPI
+        base = comm if comm is not None else MPI.COMM_WORLD
+        self.comm = base.Dup() if _dup else base
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
-        self._byte = MPI.BYTE
+        self._byte, self._any = MPI.BYTE, MPI.ANY_TAG
         self._isend, self._irecv = self.comm.Isend, self.comm.Irecv
-        self._sendrecv = self.comm.Sendrecv
+        self._Status = MPI.Status
 
-    # -- the executor's fast path: plain non-blocking calls, no per-call
-    # -- validation or counting (the executor counts per transfer itself)
-    def isend(self, arr, peer: int):
-        """Start sending the contiguous array ``arr`` to ``peer``."""
-        return self._isend([arr, self._byte], peer, TAG)
+    # ------------------------------------------------------ point-to-point
+    def isend(self, buf, dest: int, tag: int = 0) -> MPIRequest:
+        self.check_message(buf, dest, tag)
+        n = buf.nbytes
+        self.stats.sent(dest, n)
+        return MPIRequest(self, self._isend([buf, n, self._byte], dest, tag),
+                          dest, False, tag, n)
 
-    def irecv(self, arr, peer: int):
-        """Start receiving into the contiguous array ``arr`` from ``peer``."""
-        return self._irecv([arr, self._byte], peer, TAG)
+    def irecv(self, buf, source: int, tag: int = 0) -> MPIRequest:
+        self.check_message(buf, source, tag)
+        n = buf.nbytes
+        self.stats.received(source, n)
+        st = self._Status()
+        return MPIRequest(self, self._irecv([buf, n, self._byte], source,
+                                            self._any), source, True, tag,
+                          n, st)
 
-    def sendrecv(self, sendarr, dest: int, recvarr, source: int) -> None:
-        """One blocking exchange (no deadline): send to dest, recv from source."""
-        self._sendrecv([sendarr, self._byte], dest, TAG,
-                       [recvarr, self._byte], source, TAG)
+    def check_arrival(self, r: MPIRequest) -> None:
+        """A completed receive carried the tag and size it should."""
+        st = r.status
+        got_tag, got = st.Get_tag(), st.Get_count(self._byte)
+        if got_tag != r.tag or got != r.nbytes:
+            raise ProtocolError(
+                f"rank {self.rank}: rank {r.peer} sent a message with tag "
+                f"{got_tag} and {got} bytes where tag {r.tag} and {r.nbytes}"
+                " bytes were expected (the ranks called different "
+                "collectives, or with different lengths, dtypes or ops)")
 
-    def _exchange(self, sends, recvs, deadline) -> None:
-        reqs, peers = [], []
-        for peer, arr in recvs:
-            reqs.append(self.irecv(arr, peer))
-            peers.append(("from", peer))
-        for peer, arr in sends:
-            reqs.append(self.isend(arr, peer))
-            peers.append(("to", peer))
-        self.wait(reqs, peers, deadline)
+    def sendrecv(self, sendbuf, dest: int, recvbuf, source: int,
+                 tag: int = 0, *, deadline: float | None = None) -> None:
+        """One exchange; with no deadline a single blocking ``Sendrecv``."""
+        if deadline is not None:
+            return super().sendrecv(sendbuf, dest, recvbuf, source, tag,
+                                    deadline=deadline)
+        self.check_message(sendbuf, dest, tag)
+        self.check_message(recvbuf, source, tag)
+        ns, nr = sendbuf.nbytes, recvbuf.nbytes
+        self.stats.sent(dest, ns)
+        self.stats.received(source, nr)
+        st = self._Status()
+        self.comm.Sendrecv([sendbuf, ns, self._byte], dest, tag,
+                           [recvbuf, nr, self._byte], source, self._any, st)
+        self.check_arrival(MPIRequest(self, None, source, True, tag, nr, st))
 
-    def wait(self, reqs: list, peers: list, deadline: float | None) -> None:
+    def waitall(self, reqs: Sequence[MPIRequest],
+                deadline: float | None = None) -> None:
         """Complete ``reqs``; past ``deadline``, raise naming a silent peer.
 
-        ``peers[i]`` is ``("from", rank)`` or ``("to", rank)`` for
-        ``reqs[i]``. With a deadline we poll: MPI calls interleaved with
-        ``sched_yield`` (as MPICH's own waits do with
-        MPIR_CVAR_POLLS_BEFORE_YIELD), so the transfer keeps progressing;
-        after :data:`SPIN_S` without any completion the poll backs off to short
-        sleeps, so a hung peer does not burn a core until the deadline.
+        With a deadline we poll: MPI calls interleaved with ``sched_yield``
+        (as MPICH's own waits do with MPIR_CVAR_POLLS_BEFORE_YIELD), so the
+        transfer keeps progressing; after :data:`SPIN_S` without any
+        completion the poll backs off to short sleeps, so a hung peer does
+        not burn a core until the deadline.
         """
-        MPI = self._mpi
-        if deadline is None:
-            MPI.Request.Waitall(reqs)
+        if not reqs:
             return
-        testsome = MPI.Request.Testsome
+        MPI = self._MPI
+        raw = [r.req for r in reqs]
+        if deadline is None:
+            statuses = [r.status or self._Status() for r in reqs]
+            try:
+                MPI.Request.Waitall(raw, statuses)
+            except MPI.Exception as exc:
+                self._failed(reqs, exc)
+            for r in reqs:
+                if r.recv:
+                    self.check_arrival(r)
+            return
         now = time.monotonic
         t_last, pause = now(), 0.0
+        scratch = [self._Status() for _ in reqs]
         while True:
-            done = testsome(reqs)
+            try:
+                done = MPI.Request.Testsome(raw, scratch)
+            except MPI.Exception as exc:
+                self._failed(reqs, exc)
             if done is None:          # no active request left
-                return
+                break
             t = now()
-            if done:
+            if done:                  # statuses come in completion order
+                for j, i in enumerate(done):
+                    if reqs[i].recv:
+                        reqs[i].status = self._Status(scratch[j])
                 t_last, pause = t, 0.0
                 continue
             if t > deadline:
-                self._timeout(reqs, peers)
+                self._timeout(reqs, raw)
             if t - t_last < SPIN_S:
                 _yield()
             else:
                 time.sleep(pause)
                 pause = min(1e-3, pause * 2 + 1e-5)
+        for r in reqs:
+            if r.recv:
+                self.check_arrival(r)
 
-    def _timeout(self, reqs, peers) -> None:
-        pending = [i for i, r in enumerate(reqs) if r]
+    def _failed(self, reqs, exc) -> None:
+        """An MPI error in a wait (e.g. a message longer than the buffer)."""
+        MPI = self._MPI
+        if exc.Get_error_class() == MPI.ERR_TRUNCATE:
+            peers = sorted({r.peer for r in reqs if r.recv})
+            raise ProtocolError(f"rank {self.rank}: a message from rank(s) "
+                                f"{peers} was longer than expected ({exc})") \
+                from None
+        raise PeerLost(f"rank {self.rank}: MPI error ({exc})",
+                       peer=reqs[0].peer, rank=self.rank) from None
+
+    def _timeout(self, reqs, raw) -> None:
+        pending = [r for r, q in zip(reqs, raw) if q]
         # name the first peer we still wait to hear from
-        way, peer = min((peers[i] for i in pending),
-                        key=lambda wp: (wp[0] != "from", wp[1]))
-        for i in pending:
-            if peers[i][0] == "from":
+        first = min(pending, key=lambda r: (not r.recv, r.peer))
+        for r in pending:
+            if r.recv:
                 try:
-                    reqs[i].Cancel()
+                    r.req.Cancel()
                 except Exception:  # noqa: BLE001 - best effort
                     pass
-        raise CollectiveTimeout(
-            f"rank {self.rank}: timed out waiting for rank {peer} "
-            f"({'receive' if way == 'from' else 'send'} pending)",
-            peer=peer, rank=self.rank)
+        why = (f"rank {self.rank}: timed out waiting for rank {first.peer} "
+               f"({'receive' if first.recv else 'send'} pending)")
+        if not _BROKEN:
+            atexit.register(_abort_if_broken)
+        _BROKEN.append(why)
+        raise CollectiveTimeout(why, peer=first.peer, rank=self.rank)
+
+    # ----------------------------------------------------------- the group
+    def barrier(self, *, timeout: float | None = None) -> None:
+        if timeout is None:
+            self.comm.Barrier()
+        else:
+            super().barrier(timeout=timeout)
+
+    def split(self, color: int, key: int = 0) -> "MPIComm | None":
+        MPI = self._MPI
+        entries = self.comm.allgather((int(color), int(key), self.rank))
+        if split_order(entries, self.rank) is None:
+            self.comm.Split(MPI.UNDEFINED, key)
+            return None
+        return MPIComm(self.comm.Split(int(color), int(key)), _dup=False)
 
     def close(self) -> None:
-        if self.comm is not None and not self._mpi.Is_finalized():
+        self.stop_stream()
+        if self.comm is not None and not self._MPI.Is_finalized():
             self.comm.Free()
         self.comm = None
+
+
+__all__ = ["MPIComm", "MPIRequest"]

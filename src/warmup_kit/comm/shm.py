@@ -1,48 +1,56 @@
 """Ranks on one host over shared memory (``multiprocessing.shared_memory``).
 
-:func:`launch_shm` is :func:`~warmup_kit.comm.launch` with a different
-transport: before forking the N ranks the parent creates one *data segment*
-per rank (``shm_bytes`` each, allocated lazily by the kernel, page by page)
-and one *control segment*; every rank inherits the mappings of all of them.
-The parent unlinks every name as soon as the ranks have started, so nothing
-is left in ``/dev/shm`` whatever happens to the ranks later (the memory goes
-when the last mapping closes), and once more in ``finally``.
+The launcher (``launch(fn, world, transport="shm")``) creates, before it
+forks the ranks, one *data segment* per rank (allocated lazily by the
+kernel, page by page) and one *control segment*; every rank inherits the
+mappings of all of them, and the names are unlinked as soon as the ranks
+have started, so nothing is left in ``/dev/shm`` whatever happens later.
 
-The control segment holds one cache line of int64 counters per rank
-(``DONE`` and ``READ``: rounds finished / rounds whose reads are finished,
-numbered across calls; the offsets of this call's buffers in the rank's data
-segment; its pid; whom it is waiting for; a clean-exit flag) and a mailbox of
-:data:`SLOT` bytes per ordered pair for :meth:`ShmComm.exchange` (the
-header check of the collectives, and the generic executor).
+The control segment holds, per rank, a row of int64 fields (:data:`ROW`):
+rounds finished and rounds read (``DONE``/``READ``, numbered across calls),
+where this call's buffers are in the rank's data segment, the call's
+fingerprint, the rank's pid, whom it waits for and a heartbeat; then a
+mailbox of :data:`SLOT` bytes per ordered pair for ``isend``/``irecv``, and
+per pair the bytes one rank has read out of another's segment.
 
-:mod:`warmup_kit.execute.shm` runs schedules zero-copy: buffers allocated
-with :meth:`ShmComm.empty` live in the rank's data segment, and a receiver
+:mod:`warmup_kit.execute.shm` runs schedules zero-copy: buffers from
+:meth:`ShmComm.empty` live in the rank's data segment, and a receiver
 reduces or copies straight out of the sender's segment. Stores become
 visible in program order (x86-64 TSO), so a counter written after the data
 publishes the data. Waits spin with ``sched_yield`` then sleep (ranks may
-share cores), check the deadline (:class:`~warmup_kit.CollectiveTimeout`,
-naming the rank at the end of the chain of waiting ranks) and, every
-:data:`LIVENESS_S`, that no rank died (:class:`~warmup_kit.PeerLost`).
+share cores), check the deadline and, every :data:`LIVENESS_S`, beat the
+heartbeat and check that no rank died (:class:`~warmup_kit.PeerLost`). A
+timed-out rank follows the published waits to the rank at the end of the
+chain; a rank whose heartbeat stopped (a stopped or frozen process) ends it.
 """
 from __future__ import annotations
 
+import mmap
 import os
+import secrets
 import time
-import traceback
+from collections import deque
 from multiprocessing import shared_memory
+from typing import Sequence
 
 import numpy as np
 
+from warmup_kit.comm.base import Comm, Request, TAG_MAX, split_order
+from warmup_kit.comm.deadlines import deadline_after
+from warmup_kit.comm.blame import culprit, describe
 from warmup_kit.errors import CollectiveTimeout, PeerLost, ProtocolError
-from warmup_kit.comm.base import Comm
-from warmup_kit.comm.launch import _collect, _context, _raise_outcome, _reap
 
-DONE, READ, PID, WAIT, BUF_OFF, SRC_OFF, EXITED = range(7)
-ROW = 8                       # int64 per rank: one 64-byte line
+DONE, READ, PID, WAIT, BUF_OFF, SRC_OFF, EXITED, FP, BEAT, BLAME = \
+    range(10)
+ROW = 16                      # int64 per rank: two 64-byte lines
+BOX = 8                       # int64 per mailbox header
 SLOT = 64 << 10               # mailbox bytes per ordered pair
 ALIGN = 64
 LIVENESS_S = 0.02
+STALE_NS = 500_000_000        # a heartbeat older than this: not running
 SPINS = 50
+_NAME_BYTES = 64
+_SPLIT_TAG = TAG_MAX - 1
 
 
 def _dead(pid: int) -> bool:
@@ -57,42 +65,79 @@ def _dead(pid: int) -> bool:
     return state in (b"Z", b"X")
 
 
-class ShmComm(Comm):
-    """One rank's view of the shared segments (made by :func:`launch_shm`)."""
+def ctrl_bytes(size: int) -> int:
+    """Bytes of the control segment of a group of ``size`` ranks."""
+    return 8 * (size * ROW + size * size * (BOX + 2)) + size * size * SLOT
 
-    def __init__(self, rank: int, size: int, ctrl, data) -> None:
+
+class Arena:
+    """A bump allocator over one rank's data segment (shared by every
+    communicator of that rank: they all see the same segment)."""
+
+    def __init__(self, seg: np.ndarray) -> None:
+        self.seg, self.top = seg, 0
+
+    def alloc(self, nbytes: int) -> np.ndarray:
+        start = -(-self.top // ALIGN) * ALIGN
+        if start + nbytes > self.seg.size:
+            raise MemoryError(f"shared segment of {self.seg.size} bytes is "
+                              "full (launch(..., shm_bytes=...) sets its "
+                              "size)")
+        self.top = start + nbytes
+        return self.seg[start:start + nbytes]
+
+
+class ShmRequest(Request):
+    """A message through a mailbox slot, copied in pieces of :data:`SLOT`."""
+
+    __slots__ = ("comm", "peer", "data", "tag", "off", "recv", "finished")
+
+    def __init__(self, comm, peer, data, tag, recv) -> None:
+        self.comm, self.peer, self.data, self.tag = comm, peer, data, tag
+        self.off, self.recv, self.finished = 0, recv, False
+
+    def test(self) -> bool:
+        if not self.finished:
+            self.comm.progress()
+        return self.finished
+
+    def wait(self, timeout: float | None = None) -> None:
+        self.comm.waitall([self], deadline_after(timeout))
+
+
+class ShmComm(Comm):
+    """One rank's view of a group's shared segments (made by the launcher or
+    by :meth:`split`)."""
+
+    def __init__(self, rank: int, size: int, ctrl, segs: Sequence[np.ndarray],
+                 arena: Arena) -> None:
         super().__init__()
         self.rank, self.size = rank, size
-        self._shm = (ctrl, data)
-        nrows = size * ROW
-        self.ctrl = np.ndarray((size, ROW), np.int64, ctrl.buf)
-        self._box = np.ndarray((size, size, ROW), np.int64, ctrl.buf,
-                               offset=nrows * 8)
-        self._slots = np.ndarray((size, size, SLOT), np.uint8, ctrl.buf,
-                                 offset=nrows * 8 * (1 + size))
-        self.segs = [np.ndarray((d.size,), np.uint8, d.buf) for d in data]
+        self._ctrl_shm = ctrl         # keeps the mapping alive
+        buf = ctrl.buf
+        self.ctrl = np.ndarray((size, ROW), np.int64, buf)
+        off = size * ROW * 8
+        self._box = np.ndarray((size, size, BOX), np.int64, buf, offset=off)
+        off += size * size * BOX * 8
+        self._reads = np.ndarray((size, size, 2), np.int64, buf, offset=off)
+        off += size * size * 2 * 8
+        self._slots = np.ndarray((size, size, SLOT), np.uint8, buf,
+                                 offset=off)
+        self.segs = list(segs)
         self.seg = self.segs[rank]
-        self._top = 0                  # bump allocator in the own segment
-        self._scratch = None
-        self._base = 1                 # round numbers used so far
+        self.arena = arena
+        self._base = 1                # round numbers used so far
+        self._seen = np.zeros((size, 2), np.int64)   # reads already counted
+        self._sq: dict[int, deque] = {p: deque() for p in range(size)}
+        self._rq: dict[int, deque] = {p: deque() for p in range(size)}
         self.ctrl[rank, PID] = os.getpid()
-
-    @staticmethod
-    def ctrl_bytes(size: int) -> int:
-        return size * ROW * 8 * (1 + size) + size * size * SLOT
+        self.ctrl[rank, BEAT] = time.monotonic_ns()
 
     # ------------------------------------------------------------ memory
     def empty(self, n: int, dtype=np.float64) -> np.ndarray:
         """A 1-d array in this rank's segment (peers can read it)."""
         dt = np.dtype(dtype)
-        nbytes = int(n) * dt.itemsize
-        start = -(-self._top // ALIGN) * ALIGN
-        if start + nbytes > self.seg.size:
-            raise MemoryError(f"rank {self.rank}: shared segment of "
-                              f"{self.seg.size} bytes is full (launch_shm("
-                              "shm_bytes=...) sets its size)")
-        self._top = start + nbytes
-        return self.seg[start:start + nbytes].view(dt)
+        return self.arena.alloc(int(n) * dt.itemsize).view(dt)
 
     def offset(self, a: np.ndarray) -> int:
         """Byte offset of ``a`` in this rank's segment, or -1."""
@@ -103,17 +148,61 @@ class ShmComm(Comm):
             return p - lo
         return -1
 
-    def scratch(self, nbytes: int) -> np.ndarray:
-        if self._scratch is None or self._scratch.size < nbytes:
-            self._scratch = self.empty(max(nbytes, 1), np.uint8)
-        return self._scratch[:nbytes]
+    def scratch(self, key, nbytes: int) -> np.ndarray:
+        """A reusable area of this rank's segment (one per ``key``)."""
+        have = self.cache.get(("scratch", key))
+        if have is None or have.size < nbytes:
+            have = self.cache[("scratch", key)] = self.arena.alloc(
+                max(nbytes, 1))
+        return have[:nbytes]
 
     def peer_array(self, peer: int, offset: int, n: int, dtype) -> np.ndarray:
+        """``n`` elements of ``peer``'s segment from byte ``offset``."""
         dt = np.dtype(dtype)
         return self.segs[peer][offset:offset + n * dt.itemsize].view(dt)
 
-    # ----------------------------------------------------------- waiting
-    def wait_ge(self, field: int, peer: int, value: int, deadline, where=""):
+    # ----------------------------------------- the zero-copy executor's calls
+    def begin(self, rounds: int, fp: int, boff: int, soff: int) -> int:
+        """Start a call of ``rounds`` rounds: publish its fingerprint and
+        buffers; return the round number of its first round."""
+        base = self._base
+        self._base += rounds + 1
+        c = self.ctrl[self.rank]
+        c[FP], c[BUF_OFF], c[SRC_OFF] = fp, boff, soff
+        c[DONE] = c[READ] = base
+        return base
+
+    def check_fingerprint(self, peer: int, fp: int) -> None:
+        got = int(self.ctrl[peer, FP])
+        if got != fp:
+            raise ProtocolError(
+                f"rank {self.rank}: rank {peer} is in a different call "
+                f"(fingerprint {got}, expected {fp}: the ranks called "
+                "different collectives, or with different lengths, dtypes "
+                "or ops)")
+
+    def took(self, peer: int, nbytes: int) -> None:
+        """Count ``nbytes`` read out of ``peer``'s segment as one message
+        (the reader counts; the owner learns it in :meth:`settle`)."""
+        self.stats.received(peer, nbytes)
+        r = self._reads[self.rank, peer]
+        r[0] += nbytes
+        r[1] += 1
+
+    def settle(self) -> None:
+        """Add what peers have read out of this rank's segment since the
+        last call to ``stats`` as sent (call once every reader is done)."""
+        now = self._reads[:, self.rank, :].copy()
+        new = now - self._seen
+        self._seen = now
+        for q in np.nonzero(new[:, 1])[0]:
+            q = int(q)
+            self.stats.bytes_sent += int(new[q, 0])
+            self.stats.messages_sent += int(new[q, 1])
+            self.stats.sent_to[q] += int(new[q, 0])
+
+    def wait_ge(self, field: int, peer: int, value: int, deadline,
+                where: str = "") -> None:
         """Wait until ``ctrl[peer, field] >= value``."""
         ctrl = self.ctrl
         if ctrl[peer, field] >= value:
@@ -134,6 +223,7 @@ class ShmComm(Comm):
             delay = min(delay * 2, 2e-4)
             now = time.monotonic()
             if now >= check:
+                self.ctrl[self.rank, BEAT] = time.monotonic_ns()
                 self._check_alive(peer, where)
                 check = now + LIVENESS_S
             if deadline is not None and now > deadline and not ready():
@@ -145,142 +235,207 @@ class ShmComm(Comm):
                 continue
             if _dead(int(self.ctrl[p, PID])) and (
                     p == peer or not self.ctrl[p, EXITED]):
+                # a rank that ended after giving up on another passes the
+                # blame on (its BLAME field), so every survivor names the
+                # same rank
+                who, seen = p, {p}
+                while self.ctrl[who, BLAME] > 0:
+                    nxt = int(self.ctrl[who, BLAME]) - 1
+                    if nxt in seen:
+                        break
+                    who = nxt
+                    seen.add(who)
+                why = "" if who == p else f", after giving up on rank {who}"
+                self.ctrl[self.rank, BLAME] = who + 1
                 raise PeerLost(f"rank {self.rank}: rank {p} is gone (its "
-                               f"process ended){where}", peer=p,
+                               f"process ended{why}){where}", peer=who,
                                rank=self.rank)
 
     def _timeout(self, peer: int, where: str):
-        chain, x = [peer], peer
-        while len(chain) <= self.size:
-            nxt = int(self.ctrl[x, WAIT]) - 1
-            if nxt < 0 or nxt in chain or nxt == self.rank:
-                break
-            chain.append(nxt)
-            x = nxt
-        via = (" (which waits for " + " -> ".join(f"rank {c}" for c in
-               chain[1:]) + ")") if len(chain) > 1 else ""
-        self.ctrl[self.rank, WAIT] = chain[-1] + 1   # others follow it
+        now = time.monotonic_ns()
+        waits = {self.rank: peer}
+        for p in range(self.size):
+            w = int(self.ctrl[p, WAIT]) - 1
+            if p != self.rank and w >= 0 and \
+                    now - int(self.ctrl[p, BEAT]) < STALE_NS:
+                waits[p] = w
+        who, chain = culprit(peer, waits)
+        self.ctrl[self.rank, WAIT] = who + 1      # others follow it
+        self.ctrl[self.rank, BLAME] = who + 1
+        self.ctrl[self.rank, BEAT] = time.monotonic_ns()
         raise CollectiveTimeout(f"rank {self.rank}: timed out waiting for "
-                                f"rank {peer}{via}{where}", peer=chain[-1],
-                                rank=self.rank)
+                                f"rank {peer}{describe(chain)}{where}",
+                                peer=who, rank=self.rank)
 
     # ---------------------------------------------- mailbox point-to-point
-    def _exchange(self, sends, recvs, deadline) -> None:
-        """Messages through the per-pair mailboxes, all progressed at once."""
+    def isend(self, buf: np.ndarray, dest: int, tag: int = 0) -> ShmRequest:
+        self.check_message(buf, dest, tag)
+        r = ShmRequest(self, dest, buf.reshape(-1).view(np.uint8), tag, False)
+        self._sq[dest].append(r)
+        self.progress()
+        return r
+
+    def irecv(self, buf: np.ndarray, source: int, tag: int = 0
+              ) -> ShmRequest:
+        self.check_message(buf, source, tag)
+        r = ShmRequest(self, source, buf.reshape(-1).view(np.uint8), tag,
+                       True)
+        self._rq[source].append(r)
+        self.progress()
+        return r
+
+    def progress(self) -> bool:
+        """Move one piece of every queued message that can move."""
+        moved = False
         box, slots, me = self._box, self._slots, self.rank
-        sq = [[p, a.reshape(-1).view(np.uint8), 0] for p, a in sends]
-        rq = [[p, a.reshape(-1).view(np.uint8), 0] for p, a in recvs]
-        if any(not a.flags.c_contiguous for _, a in list(sends) + list(recvs)):
-            raise ValueError("exchange needs contiguous arrays")
+        for p, q in self._sq.items():
+            if not q:
+                continue
+            h = box[me, p]
+            if h[0] != h[1]:
+                continue               # the slot is still full
+            r = q[0]
+            n = min(SLOT, r.data.size - r.off)
+            slots[me, p, :n] = r.data[r.off:r.off + n]
+            h[2], h[3], h[4], h[5] = n, r.data.size, r.tag, r.off
+            h[0] += 1                  # publish after the data
+            r.off += n
+            moved = True
+            if r.off >= r.data.size:
+                q.popleft()
+                r.finished = True
+                self.stats.sent(p, r.data.size)
+        for p, q in self._rq.items():
+            if not q:
+                continue
+            h = box[p, me]
+            if h[0] == h[1]:
+                continue               # nothing arrived
+            r = q[0]
+            n = int(h[2])
+            if h[3] != r.data.size or h[4] != r.tag or h[5] != r.off:
+                raise ProtocolError(
+                    f"rank {me}: rank {p} sent a message with tag {h[4]} and "
+                    f"{h[3]} bytes where tag {r.tag} and {r.data.size} bytes "
+                    "were expected")
+            r.data[r.off:r.off + n] = slots[p, me, :n]
+            h[1] += 1
+            r.off += n
+            moved = True
+            if r.off >= r.data.size:
+                q.popleft()
+                r.finished = True
+                self.stats.received(p, r.data.size)
+        return moved
 
-        def step() -> bool:
-            moved, busy = False, set()
-            for m in sq:
-                p, a, off = m
-                if p in busy or (off >= a.size and off > 0):
-                    continue
-                busy.add(p)
-                h = box[me, p]
-                if h[0] != h[1]:
-                    continue           # slot still full
-                n = min(SLOT, a.size - off)
-                slots[me, p, :n] = a[off:off + n]
-                h[2], h[3] = n, a.size
-                h[0] += 1
-                m[2] = off + n if a.size else 1
-                moved = True
-            busy.clear()
-            for m in rq:
-                p, a, off = m
-                if p in busy or (off >= a.size and off > 0):
-                    continue
-                busy.add(p)
-                h = box[p, me]
-                if h[0] == h[1]:
-                    continue
-                n = int(h[2])
-                if h[3] != a.size:
-                    raise ProtocolError(f"rank {me}: rank {p} sent {h[3]} "
-                                        f"bytes, {a.size} expected")
-                a[off:off + n] = slots[p, me, :n]
-                h[1] += 1
-                m[2] = off + n if a.size else 1
-                moved = True
-            return moved
-
+    def waitall(self, reqs: Sequence[ShmRequest],
+                deadline: float | None = None) -> None:
         def done() -> bool:
-            return all(m[2] >= max(m[1].size, 1) for m in sq + rq)
+            return all(r.finished for r in reqs)
 
         while not done():
-            if step():
+            if self.progress():
                 continue
-            pending = [m[0] for m in sq + rq if m[2] < max(m[1].size, 1)]
-            peer = pending[0]
-            self.ctrl[me, WAIT] = peer + 1
-            self._spin(lambda: step() or done(), peer, deadline, "")
-            self.ctrl[me, WAIT] = 0
-        # a sender returns once its last piece is in the slot: the array
-        # may be reused at once, the mailbox holds a copy
+            peer = next(r.peer for r in reqs if not r.finished)
+            self.ctrl[self.rank, WAIT] = peer + 1
+            self._spin(lambda: self.progress() or done(), peer, deadline, "")
+            self.ctrl[self.rank, WAIT] = 0
+
+    # ----------------------------------------------------------- the group
+    def split(self, color: int, key: int = 0) -> "ShmComm | None":
+        deadline = deadline_after(60)
+        mine = np.array([color, key], np.int64)
+        every = np.empty((self.size, 2), np.int64)
+        every[self.rank] = mine
+        others = [p for p in range(self.size) if p != self.rank]
+        self.exchange([(p, mine) for p in others],
+                      [(p, every[p]) for p in others], tag=_SPLIT_TAG,
+                      deadline=deadline)
+        members = split_order([(int(c), int(k), r) for r, (c, k)
+                               in enumerate(every)], self.rank)
+        if members is None:
+            return None
+        leader, k = members[0], len(members)
+        name = np.zeros(_NAME_BYTES, np.uint8)
+        if self.rank == leader:
+            seg = Segment.create(ctrl_bytes(k))
+            raw = seg.name.encode()
+            name[:len(raw)] = np.frombuffer(raw, np.uint8)
+            acks = [np.zeros(1, np.uint8) for _ in members[1:]]
+            self.exchange([(m, name) for m in members[1:]],
+                          list(zip(members[1:], acks)), tag=_SPLIT_TAG,
+                          deadline=deadline)
+            seg.unlink()               # mapped by every member now
+        else:
+            self.recv(name, leader, _SPLIT_TAG, timeout=60)
+            seg = Segment.attach(bytes(name).rstrip(b"\0").decode())
+            self.send(np.ones(1, np.uint8), leader, _SPLIT_TAG, timeout=60)
+        return ShmComm(members.index(self.rank), k, seg,
+                       [self.segs[m] for m in members], self.arena)
 
     def close(self) -> None:
+        self.stop_stream()
         self.ctrl[self.rank, EXITED] = 1
 
 
-def _rank_main(rank, size, ctrl, data, conn, fn, args) -> None:
-    comm = None
-    try:
-        comm = ShmComm(rank, size, ctrl, data)
-        conn.send(("ok", fn(comm, *args)))
-    except BaseException as exc:  # noqa: BLE001 - reported to the parent
-        tb = traceback.format_exc()
+class Segment:
+    """A named segment in ``/dev/shm`` mapped with :mod:`mmap` (for the
+    control segments :meth:`ShmComm.split` makes inside running ranks, out
+    of reach of multiprocessing's resource tracker, which the ranks may
+    share with their parent)."""
+
+    DIR = "/dev/shm"
+
+    def __init__(self, name: str, fd: int) -> None:
+        self.name = name
         try:
-            import pickle
-            pickle.loads(pickle.dumps(exc))
-            conn.send(("error", exc, tb))
-        except Exception:  # noqa: BLE001
-            conn.send(("error", RuntimeError(f"{type(exc).__name__}: {exc}"),
-                       tb))
-    finally:
-        if comm is not None:
-            comm.close()
-        conn.close()
+            self.buf = mmap.mmap(fd, os.fstat(fd).st_size)
+        finally:
+            os.close(fd)
+
+    @classmethod
+    def create(cls, nbytes: int) -> "Segment":
+        name = f"wk_{secrets.token_hex(8)}"
+        fd = os.open(f"{cls.DIR}/{name}", os.O_CREAT | os.O_EXCL | os.O_RDWR,
+                     0o600)
+        os.ftruncate(fd, nbytes)
+        return cls(name, fd)
+
+    @classmethod
+    def attach(cls, name: str) -> "Segment":
+        if "/" in name:
+            raise ValueError(f"bad segment name {name!r}")
+        return cls(name, os.open(f"{cls.DIR}/{name}", os.O_RDWR))
+
+    def unlink(self) -> None:
+        try:
+            os.unlink(f"{self.DIR}/{self.name}")
+        except FileNotFoundError:
+            pass
 
 
-def launch_shm(fn, world: int = 4, *, args=(), timeout: float = 60.0,
-               shm_bytes: int = 64 << 20, return_exceptions: bool = False,
-               grace: float = 3.0) -> list:
-    """Run ``fn(comm, *args)`` on ``world`` forked ranks with a
-    :class:`ShmComm`; results in rank order (as :func:`launch`)."""
-    if not isinstance(world, int) or world < 1:
-        raise ValueError(f"world must be an int >= 1, got {world!r}")
-    ctx = _context("fork")
-    segs, pipes, procs = [], [], []
+def make_segments(world: int, shm_bytes: int) -> list:
+    """The control segment and one data segment per rank (in the parent,
+    before the ranks are forked)."""
+    segs = [shared_memory.SharedMemory(create=True, size=ctrl_bytes(world))]
     try:
-        segs.append(shared_memory.SharedMemory(
-            create=True, size=ShmComm.ctrl_bytes(world)))
         for _ in range(world):
-            segs.append(shared_memory.SharedMemory(create=True,
-                                                   size=max(shm_bytes, ALIGN)))
-        for r in range(world):
-            parent, child = ctx.Pipe()
-            p = ctx.Process(target=_rank_main, name=f"warmup-shm-rank-{r}",
-                            args=(r, world, segs[0], segs[1:], child, fn,
-                                  tuple(args)), daemon=True)
-            p.start()
-            child.close()
-            pipes.append(parent)
-            procs.append(p)
-        _unlink(segs)                  # mapped everywhere: names not needed
-        outcomes = _collect(pipes, procs, time.monotonic() + timeout, grace)
-        return _raise_outcome(outcomes, world, return_exceptions)
-    finally:
-        _reap(procs, pipes)
-        _unlink(segs)
-        for s in segs:
-            s.close()
+            segs.append(shared_memory.SharedMemory(
+                create=True, size=max(shm_bytes, ALIGN)))
+    except BaseException:
+        unlink(segs)
+        raise
+    return segs
 
 
-def _unlink(segs) -> None:
+def comm_from_segments(rank: int, world: int, segs) -> ShmComm:
+    """Rank ``rank``'s :class:`ShmComm` over segments from
+    :func:`make_segments` (inherited by fork)."""
+    data = [np.ndarray((d.size,), np.uint8, d.buf) for d in segs[1:]]
+    return ShmComm(rank, world, segs[0], data, Arena(data[rank]))
+
+
+def unlink(segs) -> None:
     for s in segs:
         try:
             s.unlink()

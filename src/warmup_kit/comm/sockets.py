@@ -1,17 +1,18 @@
 """TCP transport from scratch: the original lab's "ring all-reduce over sockets".
 
-Every pair of ranks shares one TCP connection (127.0.0.1 by default). A frame
-is a fixed 20-byte header followed by raw array bytes, never pickle, so a
-peer can never make another rank run code:
+Every pair of ranks shares one authenticated TCP connection
+(:mod:`warmup_kit.comm.mesh`; 127.0.0.1 by default) carrying frames of
+:mod:`warmup_kit.comm.frames`. Sends and receives are queued per peer and
+progressed together by one ``selectors`` loop, so ``isend``/``irecv`` never
+block and a round in which a rank both sends and receives cannot deadlock.
+Payload bytes are counted as they are written to and read from the kernel.
 
-    magic "WKT1" | dtype (4 bytes, numpy ``dtype.str``) | seq u32 | nbytes u64
-
-The receiver knows what it expects (the schedule says so): a header whose
-magic, dtype, sequence number or length differs is rejected with
-:class:`~warmup_kit.errors.ProtocolError` before a payload byte is read, and
-a length above ``max_frame_bytes`` is refused outright. A frame with magic
-"WKTA" is an abort notice: a rank that gave up on a peer tells the others
-which rank it blames, so every rank names the same culprit.
+When a wait passes its deadline the rank does not simply blame the peer it
+waited for: it tells every peer which rank it gave up on, listens for a
+moment to what the others report, and names the end of the chain of waits
+(:mod:`warmup_kit.comm.blame`), so every surviving rank names the rank that
+really stopped. A peer whose connection drops while this rank expects data
+from it is :class:`~warmup_kit.PeerLost`, and the others are told.
 """
 from __future__ import annotations
 
@@ -19,56 +20,58 @@ import os
 import select
 import selectors
 import socket
-import struct
 import time
-from dataclasses import dataclass
+from collections import deque
 from typing import Sequence
 
 import numpy as np
 
+from warmup_kit.comm.base import Comm, Request, TAG_MAX, split_order
+from warmup_kit.comm.deadlines import deadline_after
+from warmup_kit.comm.blame import culprit, describe
+from warmup_kit.comm.frames import DATA, DEFAULT_MAX_FRAME, HEADER, LOST, \
+    NOTICE, WAITING, data_header, notice, parse_header
+from warmup_kit.comm.mesh import connect_mesh, job_secret
 from warmup_kit.errors import CollectiveTimeout, PeerLost, ProtocolError
-from warmup_kit.comm.base import Comm, deadline_after
 
-HEADER = struct.Struct("!4s4sIQ")
-HELLO = struct.Struct("!4sII")
-MAGIC, ABORT, HELLO_MAGIC = b"WKT1", b"WKTA", b"WKH1"
-ABORT_TIMEOUT, ABORT_LOST = 1, 2
-DEFAULT_MAX_FRAME = 1 << 34          # 16 GiB
+H = HEADER.size
 SOCKET_BUFFER = 4 << 20
+#: after giving up, how long a rank listens for the others' reports
+BLAME_S = float(os.environ.get("WARMUP_KIT_BLAME_S", 1.0))
+_SPLIT_TAG = TAG_MAX - 1
 
 
-def _dtype_code(dtype: np.dtype) -> bytes:
-    code = np.dtype(dtype).str.encode()
-    if len(code) > 4:
-        raise TypeError(f"dtype {dtype} cannot be framed")
-    return code.ljust(4, b" ")
-
-
-def parse_header(raw: bytes, *, max_frame_bytes: int = DEFAULT_MAX_FRAME
-                 ) -> tuple[bytes, bytes, int, int]:
-    """Decode a frame header; raise ProtocolError if malformed or oversized."""
-    if len(raw) != HEADER.size:
-        raise ProtocolError(f"short header ({len(raw)} of {HEADER.size} bytes)")
-    magic, code, seq, nbytes = HEADER.unpack(raw)
-    if magic not in (MAGIC, ABORT):
-        raise ProtocolError(f"bad frame magic {magic!r}")
-    if nbytes > max_frame_bytes:
-        raise ProtocolError(f"oversized frame: {nbytes} bytes announced, "
-                            f"limit {max_frame_bytes}")
-    return magic, code, seq, nbytes
-
-
-@dataclass
 class _Op:
-    peer: int
-    view: memoryview          # payload bytes
-    header: bytes             # what we send, or what we expect
-    done: int = 0             # bytes of header + payload moved so far
-    hdr: bytearray | None = None
+    """One queued frame: a send (``header`` to write) or a receive
+    (``header`` is the one expected)."""
+
+    __slots__ = ("peer", "view", "header", "done", "hdr", "finished")
+
+    def __init__(self, peer: int, view: memoryview, header: bytes,
+                 recv: bool) -> None:
+        self.peer, self.view, self.header = peer, view, header
+        self.done = 0                 # bytes of header + payload moved
+        self.hdr = bytearray() if recv else None
+        self.finished = False
 
     @property
     def total(self) -> int:
-        return HEADER.size + len(self.view)
+        return H + len(self.view)
+
+
+class SockRequest(Request):
+    __slots__ = ("comm", "op")
+
+    def __init__(self, comm: "SocketComm", op: _Op) -> None:
+        self.comm, self.op = comm, op
+
+    def test(self) -> bool:
+        if not self.op.finished:
+            self.comm.progress(0)
+        return self.op.finished
+
+    def wait(self, timeout: float | None = None) -> None:
+        self.comm.waitall([self], deadline_after(timeout))
 
 
 class SocketComm(Comm):
@@ -80,6 +83,9 @@ class SocketComm(Comm):
         addresses: ``(host, port)`` every rank listens on, by rank.
         listener: an already bound, listening socket for ``addresses[rank]``
             (the launcher passes it so that no port is ever raced for).
+        secret: the job secret (bytes or hex); default
+            ``$WARMUP_KIT_SECRET`` (a single rank, with no peer to
+            authenticate, needs none).
         connect_timeout: seconds to build the mesh.
         max_frame_bytes: the largest frame a peer may announce.
     """
@@ -87,6 +93,7 @@ class SocketComm(Comm):
     def __init__(self, rank: int, size: int,
                  addresses: Sequence[tuple[str, int]], *,
                  listener: socket.socket | None = None,
+                 secret: bytes | str | None = None,
                  connect_timeout: float = 30.0,
                  max_frame_bytes: int = DEFAULT_MAX_FRAME) -> None:
         super().__init__()
@@ -94,67 +101,391 @@ class SocketComm(Comm):
             raise ValueError(f"rank {rank} / size {size} / "
                              f"{len(addresses)} addresses do not agree")
         self.rank, self.size = rank, size
+        self.addresses = [tuple(a) for a in addresses]
         self.max_frame_bytes = max_frame_bytes
+        self.connect_timeout = connect_timeout
+        self._secret = job_secret(secret) if size > 1 or secret else b""
         self._send_seq = [0] * size
         self._recv_seq = [0] * size
-        self._broken: BaseException | None = None
+        self._sendq: dict[int, deque] = {}
+        self._recvq: dict[int, deque] = {}
+        self._quiet: set[int] = set()   # data for a later receive waits
         self._eof: set[int] = set()
-        self._mid_frame: dict[int, _Op] = {}   # frames partly sent, by peer
-        self._trace = os.environ.get("WARMUP_KIT_TRACE") == "1"
+        self._waits: dict[int, int] = {}  # rank -> rank it gave up on
+        self._gone: set[int] = set()   # ranks known lost
+        self._broken: BaseException | None = None
+        self._current: list[_Op] = []     # what waitall is waiting for
         self.socks: dict[int, socket.socket] = {}
         self._sel = selectors.DefaultSelector()
-        self._ev: dict[int, int] = {}        # events watched, by peer
+        self._ev: dict[int, int] = {}
         deadline = deadline_after(connect_timeout)
         own = listener
         if own is None and size > 1:
-            own = socket.create_server(addresses[rank], backlog=size)
+            own = socket.create_server(self.addresses[rank], backlog=size)
         try:
-            self._connect_mesh(addresses, own, deadline)
+            socks = connect_mesh(rank, size, self.addresses, own,
+                                 self._secret, deadline)
         finally:
             if own is not None and listener is None:
                 own.close()
+        for p, s in socks.items():
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            for opt in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+                s.setsockopt(socket.SOL_SOCKET, opt, SOCKET_BUFFER)
+            s.setblocking(False)
+            self.socks[p] = s
+            self._sendq[p], self._recvq[p] = deque(), deque()
 
-    # ------------------------------------------------------------ mesh setup
-    def _connect_mesh(self, addresses, listener, deadline) -> None:
-        for peer in range(self.rank):          # connect to lower ranks
-            while True:
-                try:
-                    s = socket.create_connection(addresses[peer], timeout=5)
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise CollectiveTimeout(
-                            f"rank {self.rank}: could not connect to rank "
-                            f"{peer} at {addresses[peer]}", peer=peer,
-                            rank=self.rank) from None
-                    time.sleep(0.05)
-            s.sendall(HELLO.pack(HELLO_MAGIC, self.rank, self.size))
-            self._adopt(peer, s)
-        pending = set(range(self.rank + 1, self.size))
-        while pending:
-            listener.settimeout(max(0.01, deadline - time.monotonic()))
+    # ------------------------------------------------------ point-to-point
+    def isend(self, buf: np.ndarray, dest: int, tag: int = 0) -> SockRequest:
+        self.check_message(buf, dest, tag)
+        self._usable()
+        op = _Op(dest, memoryview(buf).cast("B"),
+                 data_header(self._send_seq[dest], tag, buf.nbytes), False)
+        self._send_seq[dest] += 1
+        q = self._sendq[dest]
+        q.append(op)
+        if len(q) == 1:
+            self._guard(self._write, dest)
+        return SockRequest(self, op)
+
+    def irecv(self, buf: np.ndarray, source: int, tag: int = 0
+              ) -> SockRequest:
+        self.check_message(buf, source, tag)
+        self._usable()
+        op = _Op(source, memoryview(buf).cast("B"),
+                 data_header(self._recv_seq[source], tag, buf.nbytes), True)
+        self._recv_seq[source] += 1
+        q = self._recvq[source]
+        q.append(op)
+        self._quiet.discard(source)
+        if len(q) == 1:
+            self._guard(self._read, source)
+        return SockRequest(self, op)
+
+    def waitall(self, reqs: Sequence[SockRequest],
+                deadline: float | None = None) -> None:
+        ops = [r.op for r in reqs]
+        self._current = ops
+        try:
+            if self._waits:           # a peer gave up while we were away
+                self._join_failure()
+            while not all(op.finished for op in ops):
+                wait = None
+                if deadline is not None:
+                    wait = deadline - time.monotonic()
+                    if wait <= 0:
+                        self._give_up(self._waiting_for(ops))
+                self._guard(self.progress, wait)
+        finally:
+            self._current = []
+
+    def progress(self, timeout: float | None) -> None:
+        """Move whatever can move; block up to ``timeout`` for an event."""
+        for p in self.socks:
+            self._watch(p)
+        for key, mask in self._sel.select(timeout):
+            p = key.data
+            if mask & selectors.EVENT_READ:
+                self._read(p)
+            if mask & selectors.EVENT_WRITE and self._sendq[p]:
+                self._write(p)
+
+    # ----------------------------------------------------------- the engine
+    def _usable(self) -> None:
+        if self._broken is not None:
+            raise RuntimeError(f"rank {self.rank}: communicator unusable "
+                               f"after {self._broken!r}")
+
+    def _guard(self, fn, *args) -> None:
+        """Run a progress step; a lost peer is announced before raising."""
+        try:
+            fn(*args)
+        except PeerLost as exc:
+            if self._broken is None:
+                self._broken = exc
+                if exc.peer not in self._gone:
+                    self._gone.add(exc.peer)
+                    self._broadcast(notice(LOST, exc.peer))
+            raise
+        except (CollectiveTimeout, ProtocolError) as exc:
+            self._broken = self._broken or exc
+            raise
+
+    def _watch(self, p: int) -> None:
+        ev = 0
+        if p not in self._eof and (self._recvq[p] or p not in self._quiet):
+            ev |= selectors.EVENT_READ
+        if self._sendq[p]:
+            ev |= selectors.EVENT_WRITE
+        now = self._ev.get(p, 0)
+        if ev == now:
+            return
+        s = self.socks[p]
+        if ev == 0:
+            self._sel.unregister(s)
+        elif now == 0:
+            self._sel.register(s, ev, p)
+        else:
+            self._sel.modify(s, ev, p)
+        self._ev[p] = ev
+
+    def _write(self, p: int) -> None:
+        q, s = self._sendq[p], self.socks[p]
+        while q:
+            op = q[0]
             try:
-                s, _ = listener.accept()
-            except socket.timeout:
-                raise CollectiveTimeout(
-                    f"rank {self.rank}: ranks {sorted(pending)} never "
-                    "connected", peer=min(pending), rank=self.rank) from None
-            s.settimeout(5)
-            raw = _recv_exact(s, HELLO.size)
-            magic, peer, size = HELLO.unpack(raw)
-            if magic != HELLO_MAGIC or size != self.size or peer not in pending:
-                s.close()
-                raise ProtocolError(f"rank {self.rank}: bad hello "
-                                    f"{(magic, peer, size)}")
-            pending.discard(peer)
-            self._adopt(peer, s)
+                if op.done < H:
+                    n = s.send(op.header[op.done:])
+                else:
+                    n = s.send(op.view[op.done - H:])
+                    self.stats.bytes_sent += n
+                    self.stats.sent_to[p] += n
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                self._eof.add(p)
+                raise PeerLost(f"rank {self.rank}: lost rank {p} while "
+                               f"sending ({exc.strerror or exc})", peer=p,
+                               rank=self.rank) from None
+            op.done += n
+            if op.done < op.total:
+                return
+            q.popleft()
+            op.finished = True
+            self.stats.messages_sent += 1
 
-    def _adopt(self, peer: int, s: socket.socket) -> None:
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        for opt in (socket.SO_SNDBUF, socket.SO_RCVBUF):
-            s.setsockopt(socket.SOL_SOCKET, opt, SOCKET_BUFFER)
-        s.setblocking(False)
-        self.socks[peer] = s
+    def _read(self, p: int) -> None:
+        q, s = self._recvq[p], self.socks[p]
+        while True:
+            if not q:
+                self._peek_idle(p, s)
+                return
+            op = q[0]
+            try:
+                if op.done < H:
+                    chunk = s.recv(H - op.done)
+                    if not chunk:
+                        self._lost(p, "closed the connection")
+                    op.hdr += chunk
+                    op.done += len(chunk)
+                    if op.done == H:
+                        self._check_header(p, op)
+                    continue
+                if op.done < op.total:
+                    n = s.recv_into(op.view[op.done - H:])
+                    if n == 0:
+                        self._lost(p, "closed the connection mid-frame")
+                    op.done += n
+                    self.stats.bytes_received += n
+                    self.stats.received_from[p] += n
+            except (BlockingIOError, InterruptedError):
+                return
+            except (PeerLost, CollectiveTimeout):
+                raise
+            except ConnectionError as exc:
+                self._lost(p, f"reset the connection ({exc.strerror or exc})")
+            if op.done < op.total:
+                return
+            q.popleft()
+            op.finished = True
+            self.stats.messages_received += 1
+
+    def _check_header(self, p: int, op: _Op) -> None:
+        got = bytes(op.hdr)
+        magic, seq, tag, nbytes = parse_header(
+            got, max_frame_bytes=self.max_frame_bytes, peer=p)
+        if magic == NOTICE:
+            op.hdr, op.done = bytearray(), 0    # the data is still to come
+            self._on_notice(p, seq, tag)
+            return
+        if got != op.header:
+            _, wseq, wtag, wbytes = HEADER.unpack(op.header)
+            raise ProtocolError(
+                f"rank {self.rank}: unexpected frame from rank {p}: seq {seq}"
+                f" tag {tag} {nbytes} bytes, expected seq {wseq} tag {wtag} "
+                f"{wbytes} bytes (the ranks called different collectives, or "
+                "with different lengths, dtypes or ops)")
+
+    def _peek_idle(self, p: int, s: socket.socket) -> None:
+        """A peer we expect nothing from is readable: a notice, or EOF?"""
+        try:
+            raw = s.recv(H, socket.MSG_PEEK)
+        except (BlockingIOError, InterruptedError):
+            return
+        except ConnectionError:
+            raw = b""
+        if not raw:                   # the peer finished and left: fine
+            self._eof.add(p)
+            return
+        if raw[:4] == NOTICE[:len(raw[:4])]:
+            if len(raw) < H:
+                return                # the rest of the notice is coming
+            s.recv(H)
+            _, kind, who, _ = parse_header(raw, peer=p)
+            self._on_notice(p, kind, who)
+            return
+        # data for a later receive: leave it in the kernel, and stop
+        # reading this peer until a receive is posted
+        self._quiet.add(p)
+
+    def _lost(self, p: int, why: str) -> None:
+        self._eof.add(p)
+        raise PeerLost(f"rank {self.rank}: rank {p} {why}", peer=p,
+                       rank=self.rank)
+
+    # ------------------------------------------------- failure: whom to name
+    def _on_notice(self, p: int, kind: int, who: int) -> None:
+        if kind == LOST:
+            self._gone.add(who)
+            raise PeerLost(f"rank {self.rank}: rank {p} reports rank {who} "
+                           "lost", peer=who, rank=self.rank)
+        self._waits[p] = who
+        if self._current:
+            self._join_failure()
+
+    def _join_failure(self) -> None:
+        """A peer gave up: report what this rank waits for, then name."""
+        self._give_up(self._waiting_for(self._current))
+
+    def _waiting_for(self, ops: list[_Op]) -> int | None:
+        """The first peer ``ops`` still wait on: a receive first."""
+        for recv in (True, False):
+            for op in ops:
+                if not op.finished and (op.hdr is not None) == recv:
+                    return op.peer
+        return None
+
+    def _give_up(self, target: int | None):
+        """Announce the wait, listen to the others' reports for up to
+        :data:`BLAME_S`, and raise CollectiveTimeout naming the rank at the
+        end of the chain of waits."""
+        if target is not None:
+            self._waits[self.rank] = target
+            self._broadcast(notice(WAITING, target))
+        self._linger()
+        start = target if target is not None else min(
+            self._waits.values(), default=self.rank)
+        who, chain = culprit(start, self._waits, self._gone)
+        what = ("waiting for" if target is not None else
+                "in a collective that another rank gave up on; the wait "
+                "ends at")
+        exc = CollectiveTimeout(
+            f"rank {self.rank}: timed out {what} rank {start}"
+            f"{describe(chain)}" + (" (lost)" if who in self._gone else ""),
+            peer=who, rank=self.rank)
+        self._broken = exc
+        raise exc
+
+    def _broadcast(self, frame: bytes) -> None:
+        """Best effort: send ``frame`` to every peer still connected,
+        finishing first a frame left half-sent (or the stream is out of
+        step); a peer that does not read within 0.5 s is skipped."""
+        for p, s in self.socks.items():
+            if p in self._eof:
+                continue
+            q = self._sendq[p]
+            rest = b""
+            if q and 0 < q[0].done < q[0].total:
+                op = q[0]
+                rest = (op.header[op.done:] if op.done < H else b"") + \
+                    bytes(op.view[max(0, op.done - H):])
+            try:
+                s.settimeout(0.5)
+                s.sendall(rest + frame)
+                if q and rest:
+                    q.popleft()
+            except OSError:
+                pass
+            finally:
+                s.setblocking(False)
+
+    def _linger(self) -> None:
+        """Read every connection for the others' notices, skipping data."""
+        skip: dict[int, list] = {}            # peer -> [header bytes, payload]
+        for p, q in self._recvq.items():
+            if q and q[0].done:
+                op = q[0]
+                skip[p] = ([bytearray(op.hdr), 0] if op.done < H
+                           else [None, op.total - op.done])
+        end = time.monotonic() + BLAME_S
+        live = [p for p in self.socks if p not in self._eof]
+        while live and time.monotonic() < end:
+            heard = set(self._waits) | self._gone | {self.rank}
+            if len(heard) >= self.size - 1:
+                return                        # all but (at most) one spoke
+            ready, _, _ = select.select([self.socks[p] for p in live], [], [],
+                                        max(0.0, end - time.monotonic()))
+            for s in ready:
+                p = next(q for q in live if self.socks[q] is s)
+                if not self._skim(p, s, skip.setdefault(p, [bytearray(), 0])):
+                    live.remove(p)
+
+    def _skim(self, p: int, s: socket.socket, st: list) -> bool:
+        """Read what ``p`` sent, keeping notices; False at EOF."""
+        try:
+            data = s.recv(1 << 16)
+        except (BlockingIOError, InterruptedError):
+            return True
+        except OSError:
+            data = b""
+        if not data:
+            self._eof.add(p)
+            if p not in self._waits:
+                self._gone.add(p)
+            return False
+        view = memoryview(data)
+        while view:
+            if st[0] is None:                  # in a payload
+                n = min(st[1], len(view))
+                st[1] -= n
+                view = view[n:]
+                if st[1] == 0:
+                    st[0] = bytearray()
+                continue
+            take = min(H - len(st[0]), len(view))
+            st[0] += view[:take]
+            view = view[take:]
+            if len(st[0]) < H:
+                continue
+            magic, kind, who, nbytes = HEADER.unpack(bytes(st[0]))
+            if magic == NOTICE:
+                if kind == LOST:
+                    self._gone.add(who)
+                elif kind == WAITING:
+                    self._waits[p] = who
+                st[0] = bytearray()
+            elif magic == DATA and nbytes:
+                st[0], st[1] = None, nbytes
+            else:
+                st[0] = bytearray()
+        return True
+
+    # ----------------------------------------------------------- the group
+    def split(self, color: int, key: int = 0) -> "SocketComm | None":
+        host = self.addresses[self.rank][0]
+        lst = socket.create_server((host, 0), backlog=max(self.size, 1))
+        try:
+            mine = np.array([color, key, lst.getsockname()[1]], np.int64)
+            every = np.empty((self.size, 3), np.int64)
+            every[self.rank] = mine
+            self.exchange([(p, mine) for p in range(self.size)
+                           if p != self.rank],
+                          [(p, every[p]) for p in range(self.size)
+                           if p != self.rank], tag=_SPLIT_TAG,
+                          deadline=deadline_after(self.connect_timeout))
+            members = split_order([(int(c), int(k), r) for r, (c, k, _)
+                                   in enumerate(every)], self.rank)
+            if members is None:
+                return None
+            addresses = [(self.addresses[m][0], int(every[m, 2]))
+                         for m in members]
+            return SocketComm(members.index(self.rank), len(members),
+                              addresses, listener=lst, secret=self._secret,
+                              connect_timeout=self.connect_timeout,
+                              max_frame_bytes=self.max_frame_bytes)
+        finally:
+            lst.close()
 
     def close(self, drain_s: float = 0.2) -> None:
         """Close every connection gracefully.
@@ -166,6 +497,7 @@ class SocketComm(Comm):
         the real culprit. So: send FIN first, discard what has already
         arrived (for at most ``drain_s``), then close.
         """
+        self.stop_stream()
         self._sel.close()
         self._ev.clear()
         open_socks = list(self.socks.values())
@@ -181,265 +513,6 @@ class SocketComm(Comm):
             except OSError:
                 pass
         self.socks.clear()
-
-    # -------------------------------------------------------------- exchange
-    def _exchange(self, sends, recvs, deadline) -> None:
-        if self._broken is not None:
-            raise RuntimeError(f"rank {self.rank}: communicator unusable "
-                               f"after {self._broken!r}")
-        try:
-            self._progress(sends, recvs, deadline)
-        except (CollectiveTimeout, PeerLost) as exc:
-            self._broken = exc
-            kind = ABORT_TIMEOUT if isinstance(exc, CollectiveTimeout) else ABORT_LOST
-            self._notify_abort(kind, exc.peer)
-            raise
-        except ProtocolError as exc:
-            self._broken = exc
-            raise
-
-    def _progress(self, sends, recvs, deadline) -> None:
-        send_q: dict[int, list[_Op]] = {}
-        recv_q: dict[int, list[_Op]] = {}
-        for peer, arr in sends:
-            seq = self._send_seq[peer]
-            self._send_seq[peer] += 1
-            hdr = HEADER.pack(MAGIC, _dtype_code(arr.dtype), seq, arr.nbytes)
-            send_q.setdefault(peer, []).append(
-                _Op(peer, memoryview(arr).cast("B"), hdr))
-            self._log(f"send {arr.nbytes} B -> rank {peer}")
-        order = []
-        for peer, arr in recvs:
-            seq = self._recv_seq[peer]
-            self._recv_seq[peer] += 1
-            want = HEADER.pack(MAGIC, _dtype_code(arr.dtype), seq, arr.nbytes)
-            op = _Op(peer, memoryview(arr).cast("B"), want, hdr=bytearray())
-            recv_q.setdefault(peer, []).append(op)
-            order.append(op)
-        self._waits = (order, send_q)      # whom this exchange waits for
-        self._quiet: set[int] = set()
-        for peer in list(send_q) + list(recv_q):
-            if peer in self._eof or peer not in self.socks:
-                self._lost(peer, "has closed its connection")
-        # optimistic pass: small frames usually go out, and arrive, at once
-        for p in list(send_q):
-            self._on_writable(p, send_q)
-        for p in list(recv_q):
-            self._on_readable(p, recv_q)
-        if not send_q and not recv_q:
-            return
-        for p in self.socks:
-            self._set_events(p, self._events(p, send_q, recv_q))
-        while send_q or recv_q:
-            wait = None
-            if deadline is not None:
-                wait = deadline - time.monotonic()
-                if wait <= 0:
-                    self._raise_timeout(order, send_q)
-            for key, mask in self._sel.select(wait):
-                p = key.data
-                if mask & selectors.EVENT_READ:
-                    self._on_readable(p, recv_q)
-                if mask & selectors.EVENT_WRITE and p in send_q:
-                    self._on_writable(p, send_q)
-                self._set_events(p, self._events(p, send_q, recv_q))
-
-    def _set_events(self, p: int, ev: int) -> None:
-        """Watch peer ``p``'s socket for ``ev`` on the persistent selector."""
-        now = self._ev.get(p, 0)
-        if ev == now:
-            return
-        s = self.socks[p]
-        if ev == 0:
-            self._sel.unregister(s)
-        elif now == 0:
-            self._sel.register(s, ev, p)
-        else:
-            self._sel.modify(s, ev, p)
-        self._ev[p] = ev
-
-    def _events(self, p, send_q, recv_q) -> int:
-        # read always (abort notices, EOFs), unless the peer has already sent
-        # data for a later round and we expect nothing from it now
-        ev = 0
-        if p not in self._eof and (p in recv_q or p not in self._quiet):
-            ev |= selectors.EVENT_READ
-        if p in send_q:
-            ev |= selectors.EVENT_WRITE
-        return ev
-
-    def _on_writable(self, p: int, send_q) -> None:
-        ops = send_q[p]
-        s = self.socks[p]
-        while ops:
-            op = ops[0]
-            try:
-                if op.done < HEADER.size:
-                    n = s.send(op.header[op.done:])
-                else:
-                    n = s.send(op.view[op.done - HEADER.size:])
-            except BlockingIOError:
-                return
-            except OSError as exc:
-                raise PeerLost(f"rank {self.rank}: lost rank {p} while sending"
-                               f" ({exc.strerror or exc})", peer=p,
-                               rank=self.rank) from None
-            op.done += n
-            self._mid_frame[p] = op
-            if op.done < op.total:
-                return
-            del self._mid_frame[p]
-            ops.pop(0)
-        del send_q[p]
-
-    def _on_readable(self, p: int, recv_q) -> None:
-        s = self.socks[p]
-        ops = recv_q.get(p)
-        if not ops:
-            self._peek_idle(p, s)
-            return
-        while ops:
-            op = ops[0]
-            try:
-                if op.done < HEADER.size:
-                    chunk = s.recv(HEADER.size - op.done)
-                    if not chunk:
-                        self._lost(p, "closed the connection")
-                    op.hdr += chunk
-                    op.done += len(chunk)
-                    if op.done == HEADER.size:
-                        self._check_header(p, bytes(op.hdr), op.header)
-                    continue
-                if len(op.view) == 0:
-                    n = 0
-                else:
-                    n = s.recv_into(op.view[op.done - HEADER.size:])
-                    if n == 0:
-                        self._lost(p, "closed the connection mid-frame")
-                op.done += n
-            except BlockingIOError:
-                return
-            except PeerLost:
-                raise
-            except ConnectionError as exc:
-                self._lost(p, f"reset the connection ({exc.strerror or exc})")
-            if op.done == op.total:
-                ops.pop(0)
-            else:
-                return
-        del recv_q[p]
-
-    def _peek_idle(self, p: int, s: socket.socket) -> None:
-        """A peer we expect nothing from is readable: abort notice or EOF?"""
-        try:
-            raw = s.recv(HEADER.size, socket.MSG_PEEK)
-        except BlockingIOError:
-            return
-        except ConnectionError:
-            raw = b""
-        if not raw:                       # the peer finished and left: fine
-            self._eof.add(p)
-            return
-        if raw[:4] == ABORT and len(raw) == HEADER.size:
-            s.recv(HEADER.size)
-            self._check_header(p, raw, None)
-        # data for a later round (or a partial header): leave it in the
-        # kernel, and stop reading this peer until the next exchange
-        self._quiet.add(p)
-
-    def _check_header(self, p: int, got: bytes, want: bytes | None) -> None:
-        magic, code, seq, nbytes = parse_header(
-            got, max_frame_bytes=self.max_frame_bytes)
-        if magic == ABORT:
-            culprit = seq
-            if code == b"T   " and culprit == self.rank:
-                # blamed, but this rank is itself waiting further up a chain
-                # of waits: name whom it waits for (it passes that on)
-                culprit = self._waited_for(exclude=p)
-                raise CollectiveTimeout(
-                    f"rank {self.rank}: rank {p} gave up waiting for this "
-                    f"rank, which is waiting for rank {culprit}",
-                    peer=culprit, rank=self.rank)
-            if code == b"T   ":
-                raise CollectiveTimeout(
-                    f"rank {self.rank}: rank {p} gave up waiting for rank "
-                    f"{culprit}", peer=culprit, rank=self.rank)
-            raise PeerLost(f"rank {self.rank}: rank {p} reports rank "
-                           f"{culprit} lost", peer=culprit, rank=self.rank)
-        if want is not None and got != want:
-            _, wcode, wseq, wbytes = HEADER.unpack(want)
-            raise ProtocolError(
-                f"rank {self.rank}: unexpected frame from rank {p}: dtype "
-                f"{code.strip().decode(errors='replace')} seq {seq} "
-                f"{nbytes} bytes, expected dtype {wcode.strip().decode()} "
-                f"seq {wseq} {wbytes} bytes")
-
-    def _waited_for(self, exclude: int) -> int:
-        """The first peer the current exchange still waits on (a receive
-        first, else a send), other than ``exclude``; else ``exclude``."""
-        order, send_q = getattr(self, "_waits", ([], {}))
-        for op in order:
-            if op.done < op.total and op.peer != exclude:
-                return op.peer
-        return min((q for q in send_q if q != exclude), default=exclude)
-
-    def _lost(self, p: int, why: str) -> None:
-        self._eof.add(p)
-        raise PeerLost(f"rank {self.rank}: rank {p} {why}", peer=p,
-                       rank=self.rank)
-
-    def _raise_timeout(self, order: list[_Op], send_q) -> None:
-        for op in order:
-            if op.done < op.total:
-                raise CollectiveTimeout(
-                    f"rank {self.rank}: timed out waiting for rank {op.peer}"
-                    f" ({max(0, op.done - HEADER.size)} of {len(op.view)} "
-                    "bytes received)", peer=op.peer, rank=self.rank)
-        peer = min(send_q)
-        raise CollectiveTimeout(f"rank {self.rank}: timed out sending to rank "
-                                f"{peer} (it is not reading)", peer=peer,
-                                rank=self.rank)
-
-    def _notify_abort(self, kind: int, culprit: int | None) -> None:
-        """Best effort: tell every peer which rank this one gave up on.
-
-        The blamed rank is told too: if it is alive but waiting on someone
-        else (the real culprit is further up a chain), it must learn who is
-        blamed now rather than see this rank's connection close and report a
-        lost peer.
-        """
-        code = b"T   " if kind == ABORT_TIMEOUT else b"L   "
-        frame = HEADER.pack(ABORT, code, culprit if culprit is not None else 0, 0)
-        for p in list(self._mid_frame):
-            self._finish_frame(p)
-        for p, s in self.socks.items():
-            if p in self._eof or p in self._mid_frame:
-                continue
-            try:
-                s.send(frame)
-            except OSError:
-                pass
-
-    def _finish_frame(self, p: int, limit_s: float = 0.5) -> None:
-        """Send the rest of a frame left half-sent, so that the stream to
-        ``p`` stays in step and an abort notice can follow it. Gives up
-        after ``limit_s`` (the peer is not reading)."""
-        op, s = self._mid_frame[p], self.socks[p]
-        rest = (op.header[op.done:] if op.done < HEADER.size else b"",
-                op.view[max(0, op.done - HEADER.size):])
-        try:
-            s.settimeout(limit_s)
-            for part in rest:
-                s.sendall(part)
-            del self._mid_frame[p]
-        except OSError:
-            pass
-        finally:
-            s.setblocking(False)
-
-    def _log(self, line: str) -> None:
-        if self._trace:
-            print(f"[rank {self.rank}] {line}", flush=True)
 
 
 def _drain(socks: list[socket.socket], budget_s: float) -> None:
@@ -459,13 +532,3 @@ def _drain(socks: list[socket.socket], budget_s: float) -> None:
                 pass
             except OSError:
                 live.remove(s)
-
-
-def _recv_exact(s: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ProtocolError("connection closed during handshake")
-        buf += chunk
-    return bytes(buf)

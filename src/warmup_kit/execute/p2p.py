@@ -1,68 +1,88 @@
-"""Large rounds over non-blocking point-to-point calls (``MPIComm``).
+"""The fast executor: a compiled plan over any communicator's point-to-point
+calls (MPI, sockets, shared-memory mailboxes).
 
-A rank posts every receive and send of a round at once, moves on to the next
-round as soon as what it receives has landed, and lets its sends complete in
-the background until a later round is about to write the memory they read
-(``_Round.wait_first``) or the call ends. Messages of :data:`SLICE_BYTES
-<warmup_kit.execute.plan.SLICE_BYTES>` or more travel in slices, each reduced
-as soon as it lands; a round with one small message each way and no deadline
-is one ``Sendrecv``. Traffic is counted per schedule transfer, as
-:func:`~warmup_kit.schedule.traffic` predicts.
+What it does beyond the reference executor (it changes no result, and the
+transport counts the same payload bytes):
+
+* out of place (``src=``): chunks this rank has not yet written are sent
+  from, and reduced out of, the caller's input; no copy of it first;
+* a rank posts every receive and send of a round at once and moves on to
+  the next round as soon as what it receives has landed; its sends complete
+  in the background until a later round is about to write the memory they
+  read (``Round.wait_first``) or the call ends;
+* messages of :data:`~warmup_kit.execute.plan.SLICE_BYTES` or more travel in
+  slices, each reduced as soon as it lands (a large transfer then counts as
+  several transport messages);
+* a round with one small message each way is one ``sendrecv``.
 """
 from __future__ import annotations
 
+import os
+
+from warmup_kit.comm.base import Comm
 from warmup_kit.execute import plan as P
-from warmup_kit.execute.plan import (
-    Plan, _Round, _apply, _count, _fold, _gather_sends, _trace)
+from warmup_kit.execute.land import fold, land
 
 
-def run_p2p(plan: Plan, buf, src, comm, ufunc, deadline, trace) -> None:
-    """All rounds over non-blocking point-to-point calls (MPIComm).
+def trace(rank: int, k: int, peer: int, nbytes: int) -> None:
+    """One whole line per message on stderr (``WARMUP_KIT_TRACE=1``)."""
+    os.write(2, f"[rank {rank}] round {k}: send {nbytes} B -> rank "
+                f"{peer}\n".encode())
 
-    A rank moves on to the next round as soon as what it receives has
-    landed; its sends complete in the background until a later round is
-    about to write the memory they read (``_Round.wait_first``), or the end.
-    """
+
+def gather_sends(rnd: P.Round, buf, src) -> list:
+    """(peer, array) of each send of a round (staged if several runs)."""
+    out = []
+    for snd in rnd.sends:
+        if snd.stage is None:
+            from_src, r = snd.segs[0]
+            out.append((snd.peer, (src if from_src else buf)[r]))
+            continue
+        off = 0
+        for from_src, r in snd.segs:
+            ln = r.stop - r.start
+            snd.stage[off:off + ln] = (src if from_src else buf)[r]
+            off += ln
+        out.append((snd.peer, snd.stage))
+    return out
+
+
+def run_p2p(plan: P.Plan, buf, src, comm: Comm, ufunc, deadline,
+            tag: int, tracing: bool = False) -> None:
+    """Every round of ``plan`` on this rank."""
     rank = comm.rank
-    pending: dict[tuple[int, int], tuple[list, list]] = {}
+    pending: dict[tuple[int, int], list] = {}
     for k, rnd in enumerate(plan.rounds):
         for key in rnd.wait_first:
             if key in pending:
-                comm.wait(*pending.pop(key), deadline)
+                comm.waitall(pending.pop(key), deadline)
         if rnd.simple:           # one small message each way
             snd, inc = rnd.sends[0], rnd.incoming[0]
             from_src, r = snd.segs[0]
             sarr = (src if from_src else buf)[r]
             rarr = buf[inc.recv] if inc.direct else inc.recv
-            if trace:
-                _trace(rank, k, [(snd.peer, sarr)])
-            if deadline is None:     # small sends are eager: done at once
-                comm.sendrecv(sarr, snd.peer, rarr, inc.peer)
-            else:
-                comm.wait([comm.irecv(rarr, inc.peer),
-                           comm.isend(sarr, snd.peer)],
-                          [("from", inc.peer), ("to", snd.peer)], deadline)
+            if tracing:
+                trace(rank, k, snd.peer, sarr.nbytes)
+            comm.sendrecv(sarr, snd.peer, rarr, inc.peer, tag,
+                          deadline=deadline)
             if not inc.direct:
-                _apply(inc, inc.parts, buf, src, rank, ufunc)
+                land(inc, buf, src, rank, ufunc)
             continue
-        sends = _gather_sends(rnd, buf, src)
-        if trace:
-            _trace(rank, k, sends)
-        _round_p2p(k, rnd, sends, buf, src, comm, ufunc, deadline,
-                   plan.itemsize, pending)
-    reqs, labels = [], []
-    for r, lab in pending.values():
-        reqs.extend(r)
-        labels.extend(lab)
+        sends = gather_sends(rnd, buf, src)
+        if tracing:
+            for peer, arr in sends:
+                trace(rank, k, peer, arr.nbytes)
+        _round(k, rnd, sends, buf, src, comm, ufunc, deadline, tag,
+               plan.itemsize, pending)
+    reqs = [r for rs in pending.values() for r in rs]
     if reqs:
-        comm.wait(reqs, labels, deadline)
-    _count(comm.stats, plan.stats)
+        comm.waitall(reqs, deadline)
     if src is not None:
         for r in plan.tail:
             buf[r] = src[r]
 
 
-def _pieces(size: int, itemsize: int) -> list[tuple[int, int]]:
+def pieces(size: int, itemsize: int) -> list[tuple[int, int]]:
     """How a message of ``size`` elements is sliced on the wire.
 
     A function of the message alone, so sender and receiver agree.
@@ -73,39 +93,32 @@ def _pieces(size: int, itemsize: int) -> list[tuple[int, int]]:
     return [(a, min(a + step, size)) for a in range(0, size, step)]
 
 
-def _round_p2p(k: int, rnd: _Round, sends, buf, src, comm, ufunc, deadline,
-               itemsize: int, pending: dict) -> None:
+def _round(k: int, rnd: P.Round, sends, buf, src, comm, ufunc, deadline,
+           tag: int, itemsize: int, pending: dict) -> None:
     """One round: post every slice, land the received ones, leave the sends
     in ``pending`` (unless this round must finish them itself)."""
-    incs = rnd.incoming
-    reqs, labels, landing = [], [], []
-    for inc in incs:
+    reqs, landing = [], []
+    for inc in rnd.incoming:
         target = buf[inc.recv] if inc.direct else inc.recv
-        for a, b in _pieces(inc.size, itemsize):
-            reqs.append(comm.irecv(target[a:b], inc.peer))
-            labels.append(("from", inc.peer))
+        for a, b in pieces(inc.size, itemsize):
+            reqs.append(comm.irecv(target[a:b], inc.peer, tag))
             landing.append((inc, a, b))
     mine = []
     for i, (peer, arr) in enumerate(sends):
-        sreqs = [comm.isend(arr[a:b], peer)
-                 for a, b in _pieces(arr.size, itemsize)]
-        pending[(k, i)] = (sreqs, [("to", peer)] * len(sreqs))
+        pending[(k, i)] = [comm.isend(arr[a:b], peer, tag)
+                           for a, b in pieces(arr.size, itemsize)]
         mine.append((k, i))
     if rnd.early:
-        for i, (inc, a, b) in enumerate(landing):
-            comm.wait(reqs[i:i + 1], labels[i:i + 1], deadline)
+        for req, (inc, a, b) in zip(reqs, landing):
+            comm.waitall([req], deadline)
             if not inc.direct:
-                _apply(inc, inc.parts, buf, src, comm.rank, ufunc, a, b)
+                land(inc, buf, src, comm.rank, ufunc, a, b)
         return
     for key in mine:                 # this round writes what it sends
-        r, lab = pending.pop(key)
-        reqs.extend(r)
-        labels.extend(lab)
-    comm.wait(reqs, labels, deadline)
+        reqs.extend(pending.pop(key))
+    comm.waitall(reqs, deadline)
     if rnd.fold:
-        _fold(rnd, buf, src, comm.rank, ufunc)
+        fold(rnd, buf, src, comm.rank, ufunc)
         return
-    for inc in incs:
-        _apply(inc, inc.parts, buf, src, comm.rank, ufunc)
-
-
+    for inc in rnd.incoming:
+        land(inc, buf, src, comm.rank, ufunc)

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from warmup_kit.machine import cpu_name
 from warmup_kit.measure import fit as F
-from warmup_kit.comm.launch import MPICH_YIELD_ENV, find_mpiexec
+from warmup_kit.comm.mpirun import MPICH_YIELD_ENV, find_mpiexec
 
 ALGORITHMS = ("ring", "tree", "double_tree", "recursive_doubling",
               "rabenseifner", "mpi")

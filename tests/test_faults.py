@@ -1,0 +1,197 @@
+"""Faults around a job: a stopped rank, a killed launcher, an interrupted
+``run_mpi``, and timeouts that are not numbers.
+
+* a rank stopped mid-job (SIGSTOP) is the one every survivor names, on
+  sockets and shared memory, 10 runs out of 10;
+* a launcher killed by SIGTERM, SIGHUP or SIGKILL leaves no rank running;
+* ``run_mpi`` interrupted (a notebook's stop button) kills mpiexec and its
+  ranks and removes the segments MPICH leaves in /dev/shm;
+* ``timeout=inf`` means no timeout; NaN and non-numbers are refused.
+"""
+from __future__ import annotations
+
+import _thread
+import math
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import warmup_kit as wk
+from conftest import PYTHON, ROOT, requires_mpi
+from warmup_kit.comm.deadlines import check_timeout
+from warmup_kit.comm.mpirun import mpich_segments
+
+
+# ------------------------------------------------------- a stopped rank
+def stop_one(comm, culprit, at_step, timeout):
+    """Every rank runs a loop of all-reduces; at ``at_step`` the culprit
+    stops itself (SIGSTOP) and stays stopped (the launcher's reaping
+    SIGKILL ends it)."""
+    x = np.ones(1000)
+    for step in range(at_step + 5):
+        if step == at_step and comm.rank == culprit:
+            os.kill(os.getpid(), signal.SIGSTOP)
+        wk.allreduce(x, comm, timeout=timeout)
+
+
+@pytest.mark.multiproc
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("transport", ["sockets", "shm"])
+def test_a_stopped_rank_is_named_by_every_survivor_every_time(
+        transport, no_leftover_processes):
+    n, runs, named = 4, 10, []
+    for run in range(runs):
+        culprit, at_step = run % n, 1 + run % 3
+        out = wk.launch(stop_one, n, args=(culprit, at_step, 1.0),
+                        transport=transport, timeout=30, grace=4,
+                        return_exceptions=True)
+        survivors = [getattr(out[r], "peer", out[r]) for r in range(n)
+                     if r != culprit]
+        named.append(all(p == culprit for p in survivors))
+        assert named[-1], (f"run {run}: culprit {culprit}, survivors named "
+                           f"{survivors}")
+    assert sum(named) == runs
+
+
+# ------------------------------------------------------- a killed launcher
+LAUNCHER = """
+import os, sys, time
+import warmup_kit as wk
+
+def sleeper(comm):
+    print(f"rank-pid {os.getpid()}", flush=True)
+    time.sleep(600)
+
+wk.launch(sleeper, 3, transport=sys.argv[1], timeout=600)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.multiproc
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("transport", ["sockets", "shm"])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP,
+                                 signal.SIGKILL])
+def test_a_killed_launcher_leaves_no_rank_running(sig, transport, tmp_path):
+    script = tmp_path / "launcher.py"
+    script.write_text(LAUNCHER)
+    proc = subprocess.Popen([PYTHON, str(script), transport], cwd=ROOT,
+                            stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    pids = []
+    try:
+        deadline = time.monotonic() + 30
+        while len(pids) < 3 and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            pids += [int(p) for p in re.findall(r"rank-pid (\d+)", line)]
+        assert len(pids) == 3, "the ranks did not start"
+        proc.send_signal(sig)
+        proc.wait(10)
+        deadline = time.monotonic() + 10
+        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left = [p for p in pids if _alive(p)]
+        assert not left, f"ranks {left} outlived their launcher ({sig!r})"
+    finally:
+        for p in pids:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(5)
+
+
+# ---------------------------------------------------- run_mpi interrupted
+HANG = """
+import time
+import numpy as np
+from mpi4py import MPI
+x = np.ones(10)
+MPI.COMM_WORLD.Allreduce(MPI.IN_PLACE, x)     # MPICH's segment is up now
+print("up", flush=True)
+time.sleep(600)
+"""
+
+
+@requires_mpi
+@pytest.mark.mpi
+@pytest.mark.timeout(120)
+def test_an_interrupted_run_mpi_leaves_nothing_behind(tmp_path):
+    script = tmp_path / "hang.py"
+    script.write_text(HANG)
+    before = mpich_segments()
+    timer = threading.Timer(4.0, _thread.interrupt_main)
+    timer.start()
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            wk.run_mpi(str(script), 2, timeout=100)
+    finally:
+        timer.cancel()
+    assert time.monotonic() - t0 < 30
+    left = subprocess.run(["pgrep", "-f", str(script)], capture_output=True,
+                          text=True).stdout.split()
+    assert not left, f"processes left: {left}"
+    assert not (mpich_segments() - before), "MPICH segments left in /dev/shm"
+
+
+@requires_mpi
+@pytest.mark.mpi
+@pytest.mark.timeout(120)
+def test_run_mpi_past_its_timeout_kills_the_job(tmp_path):
+    script = tmp_path / "hang.py"
+    script.write_text(HANG)
+    before = mpich_segments()
+    with pytest.raises(TimeoutError, match="ran past"):
+        wk.run_mpi(str(script), 2, timeout=5)
+    assert not (mpich_segments() - before)
+
+
+# ----------------------------------------------------------- timeouts
+@pytest.mark.parametrize("value,want", [(None, None), (math.inf, None),
+                                        (0, 0.0), (2.5, 2.5), (3, 3.0),
+                                        (np.float32(1.5), 1.5)])
+def test_timeout_values(value, want):
+    assert check_timeout(value) == want
+
+
+@pytest.mark.parametrize("value,error", [
+    (math.nan, ValueError), (-1, ValueError), ("10", TypeError),
+    ([1], TypeError), (True, TypeError), (1j, TypeError)])
+def test_bad_timeouts_are_refused(value, error):
+    with pytest.raises(error, match="timeout"):
+        check_timeout(value)
+
+
+def _inf_timeout(comm):
+    x = np.full(5, comm.rank + 1.0)
+    y = wk.allreduce(x, comm, timeout=math.inf)
+    with pytest.raises(ValueError, match="nan"):
+        wk.allreduce(x, comm, timeout=math.nan)
+    with pytest.raises(TypeError, match="timeout"):
+        wk.allreduce(x, comm, timeout="5")
+    return y.tolist()
+
+
+@pytest.mark.multiproc
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("transport", ["sockets", "shm"])
+def test_an_infinite_timeout_is_no_timeout(transport):
+    out = wk.launch(_inf_timeout, 3, transport=transport, timeout=30)
+    assert out == [[6.0] * 5] * 3

@@ -1,0 +1,143 @@
+"""The package's layers, enforced: dependencies point one way (DESIGN.md).
+
+Every ``import`` in ``src/warmup_kit`` (module level or inside a function)
+is read with :mod:`ast`; a rule names a layer and what it must not import.
+"""
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+CORE = {"warmup_kit.schedule", "warmup_kit.ops", "warmup_kit.errors",
+        "warmup_kit.units"}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in sorted((SRC / "warmup_kit").rglob("*.py")):
+        parts = p.relative_to(SRC).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = p
+    return out
+
+
+MODULES = _modules()
+
+
+def _imports(name: str) -> list[tuple[str, list[str]]]:
+    """(module imported, names taken from it) for every import in ``name``."""
+    path = MODULES[name]
+    pkg = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out += [(a.name, []) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = pkg.split(".")[:len(pkg.split(".")) - node.level + 1]
+                base = ".".join(up + ([base] if base else []))
+            names = [a.name for a in node.names]
+            subs = [f"{base}.{n}" for n in names if f"{base}.{n}" in MODULES]
+            out.append((base, [n for n in names
+                               if f"{base}.{n}" not in MODULES]))
+            out += [(s, []) for s in subs]
+    return out
+
+
+def _inside(mod: str, layer: str) -> bool:
+    return mod == layer or mod.startswith(layer + ".")
+
+
+# (layer, what it must not import)
+RULES = [
+    ("warmup_kit.algorithms", lambda m: _inside(m, "warmup_kit")
+     and m not in CORE and not _inside(m, "warmup_kit.algorithms")),
+    ("warmup_kit.comm", lambda m: any(_inside(m, x) for x in (
+        "warmup_kit.execute", "warmup_kit.algorithms",
+        "warmup_kit.collectives", "warmup_kit.model", "warmup_kit.viz"))),
+    ("warmup_kit.execute", lambda m: any(_inside(m, x) for x in (
+        "warmup_kit.algorithms", "warmup_kit.collectives", "warmup_kit.model",
+        "warmup_kit.viz", "mpi4py"))),
+    ("warmup_kit.model", lambda m: any(_inside(m, x) for x in (
+        "warmup_kit.comm", "warmup_kit.execute", "warmup_kit.collectives",
+        "warmup_kit.parallelism", "warmup_kit.measure", "warmup_kit.bench",
+        "warmup_kit.viz", "mpi4py"))),
+    ("warmup_kit.parallelism", lambda m: any(_inside(m, x) for x in (
+        "warmup_kit.comm", "warmup_kit.execute", "warmup_kit.collectives",
+        "warmup_kit.measure", "warmup_kit.bench", "warmup_kit.viz",
+        "mpi4py"))),
+]
+
+
+@pytest.mark.parametrize("layer,forbidden", RULES, ids=[r[0] for r in RULES])
+def test_layer_imports_only_below(layer, forbidden):
+    bad = [f"{name} imports {mod}" for name in MODULES if _inside(name, layer)
+           for mod, _ in _imports(name) if forbidden(mod)]
+    assert not bad, "\n".join(bad)
+
+
+def test_nothing_below_viz_imports_viz():
+    above = ("warmup_kit.viz",)
+    bad = [f"{name} imports {mod}" for name in MODULES
+           if not any(_inside(name, a) for a in above)
+           for mod, _ in _imports(name) if _inside(mod, "warmup_kit.viz")]
+    assert not bad, "\n".join(bad)
+
+
+def test_mpi4py_is_imported_lazily():
+    """mpi4py only inside functions, so the model and the book run without
+    MPI installed."""
+    bad = []
+    for name, path in MODULES.items():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                mods = ([a.name for a in node.names]
+                        if isinstance(node, ast.Import) else [node.module])
+                bad += [name for m in mods if m and _inside(m, "mpi4py")]
+    assert not bad
+
+
+def test_no_private_names_taken_from_another_module():
+    bad = [f"{name}: from {mod} import {n}" for name in MODULES
+           for mod, names in _imports(name) if _inside(mod, "warmup_kit")
+           and mod != name for n in names
+           if n.startswith("_") and not n.startswith("__")]
+    assert not bad, "\n".join(bad)
+
+
+def test_no_import_cycles():
+    graph = {name: {m for m, _ in _imports(name) if m in MODULES and m != name
+                    and not _inside(name, m)}    # a package's own __init__
+             for name in MODULES}
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(n: str) -> None:
+        state[n] = 1
+        path.append(n)
+        for m in sorted(graph[n]):
+            if state.get(m) == 1:
+                cycle = path[path.index(m):] + [m]
+                pytest.fail("import cycle: " + " -> ".join(cycle))
+            if m not in state:
+                visit(m)
+        path.pop()
+        state[n] = 2
+
+    for n in sorted(graph):
+        if n not in state:
+            visit(n)
+
+
+def test_the_rules_see_the_imports():
+    """The walk finds known edges (so an empty violation list means
+    something)."""
+    assert ("warmup_kit.schedule", ["Schedule", "Transfer"]) in \
+        _imports("warmup_kit.algorithms.tree") or any(
+            m == "warmup_kit.schedule" for m, _ in
+            _imports("warmup_kit.algorithms.tree"))
+    assert any(m == "warmup_kit.model.hardware"
+               for m, _ in _imports("warmup_kit.model.nccl"))
