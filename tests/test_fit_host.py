@@ -60,10 +60,13 @@ def test_fit_recovers_known_parameters(n):
             for a in ALGS for v in SIZES]
     f = H.fit_host(rows, ncores=2)
     assert f.max_rel_error < 0.08
-    assert f.beta_s_per_byte == pytest.approx(0.15e-9, rel=0.1)
-    assert f.gamma_s_per_byte == pytest.approx(0.25e-9, rel=0.25)
-    assert f.call_s + f.alpha_s == pytest.approx(42e-6, rel=0.25)
-    assert f.rho_s == pytest.approx(8e-6, rel=0.5)
+    # 2% noise on every row: the well-determined terms come back within a
+    # few per cent, the fixed per-call costs (only the sum is identified)
+    # within about 10% (seeds 0-3 on N = 2 and 4: at most 9%)
+    assert f.beta_s_per_byte == pytest.approx(0.15e-9, rel=0.06)
+    assert f.gamma_s_per_byte == pytest.approx(0.25e-9, rel=0.1)
+    assert f.call_s + f.alpha_s == pytest.approx(42e-6, rel=0.15)
+    assert f.rho_s == pytest.approx(8e-6, rel=0.1)
     assert {e["algorithm"] for e in f.errors} == set(ALGS)
 
 

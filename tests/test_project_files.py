@@ -1,5 +1,5 @@
-"""The project files agree with each other and with the README (issue 2,
-item 1): environment.yml names the same packages as pyproject.toml with all
+"""The project files agree with each other and with the README:
+environment.yml names the same packages as pyproject.toml with all
 its extras, jupyter-book is pinned below 2, the README opens with `make book`
 and `make test`, and CI runs `make test`."""
 from __future__ import annotations

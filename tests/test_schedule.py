@@ -25,7 +25,7 @@ def _roots(n: int) -> list[int]:
 
 
 # ------------------------------------------------------------- the registry
-def test_registry_names_what_the_issue_requires():
+def test_registry_names_the_books_algorithms():
     required = {"naive", "ring", "tree", "double_tree", "recursive_doubling",
                 "rabenseifner", "hierarchical"}
     assert required <= set(ALGORITHMS)
