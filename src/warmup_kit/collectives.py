@@ -19,7 +19,8 @@ algorithm, op, dtype, length, root) is the tag on every message, and a rank
 that receives a message with another fingerprint raises
 :class:`~warmup_kit.ProtocolError` instead of reducing the wrong bytes. For
 a full check of every field first (one small all-to-all per call, counted in
-``stats.control_*``), set ``WARMUP_KIT_DEBUG=DETAIL`` (like PyTorch's
+``stats.control_*``), set ``WARMUP_KIT_DEBUG=DETAIL`` before the
+communicator is made, or ``comm.debug = True`` (like PyTorch's
 ``TORCH_DISTRIBUTED_DEBUG``).
 
 Shapes (N ranks, rank r; "rows" are the first axis):
@@ -42,7 +43,6 @@ Shapes (N ranks, rank r; "rows" are the first axis):
 """
 from __future__ import annotations
 
-import os
 import zlib
 from functools import lru_cache
 from typing import Sequence
@@ -51,12 +51,10 @@ import numpy as np
 
 from warmup_kit.algorithms import build
 from warmup_kit.alltoallv import alltoallv, check_counts
-from warmup_kit.comm.base import TAG_MAX, Comm
+from warmup_kit.comm.base import DEBUG_ENV, TAG_MAX, Comm
 from warmup_kit.comm.deadlines import check_timeout, deadline_after
-from warmup_kit.execute import run_schedule
-from warmup_kit.ops import check_dtype, check_op
-
-DEBUG_ENV = "WARMUP_KIT_DEBUG"
+from warmup_kit.execute import execute
+from warmup_kit.ops import check_dtype, check_op, reduce_ufunc
 
 
 # ------------------------------------------------------------ machinery
@@ -65,7 +63,7 @@ class Call:
     fingerprint every message of it carries as its tag."""
 
     __slots__ = ("collective", "algorithm", "op", "count", "unit", "root",
-                 "ranks_per_node", "schedule", "tag")
+                 "ranks_per_node", "schedule", "tag", "ufunc")
 
     def __init__(self, collective, algorithm, n, op, dtype, count, unit,
                  root, ranks_per_node) -> None:
@@ -74,6 +72,7 @@ class Call:
         self.ranks_per_node = ranks_per_node
         if op is not None:
             check_op(op, dtype)
+        self.ufunc = reduce_ufunc("sum" if op in (None, "avg") else op, dtype)
         self.schedule = build(collective, algorithm, n, root=root,
                               ranks_per_node=ranks_per_node)
         key = f"{collective}|{algorithm}|{op}|{dtype}|{count}|{unit}|{root}"
@@ -81,18 +80,16 @@ class Call:
 
     def run(self, comm: Comm, buf: np.ndarray, src, deadline) -> None:
         """Run on this rank's flat ``buf`` (out of place from ``src``)."""
-        if os.environ.get(DEBUG_ENV) == "DETAIL":
+        if comm.debug:
             agree(comm, {"collective": self.collective,
                          "algorithm": self.algorithm, "op": self.op or "",
                          "dtype": buf.dtype.str, "count": self.count,
                          "unit": self.unit, "root": self.root,
                          "ranks_per_node": self.ranks_per_node or 0},
                   deadline)
-        op = self.op or "sum"
-        run_schedule(self.schedule, buf, comm, op=op if op != "avg" else
-                     "sum", deadline=deadline, unit=self.unit, src=src,
-                     tag=self.tag)
-        if op == "avg":
+        execute(self.schedule, buf, src, comm, self.ufunc, deadline,
+                self.unit, self.tag)
+        if self.op == "avg":
             np.divide(buf, comm.size, out=buf)
 
 
@@ -111,6 +108,7 @@ def prepare(collective: str, algorithm: str, comm: Comm, dtype,
                         f"{type(comm).__name__}")
     try:
         return _cached_call(collective, algorithm, comm.size, op,
+                            dtype.str if isinstance(dtype, np.dtype) else
                             np.dtype(dtype).str, count, unit, root,
                             ranks_per_node)
     except TypeError as exc:

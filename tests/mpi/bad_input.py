@@ -5,7 +5,8 @@ Three kinds of cases:
 * LOCAL: every rank makes the same bad call; it must raise ValueError or
   TypeError with a clear message before a single byte is sent (payload and
   control counters stay zero).
-* DISAGREE, in the debug mode (``WARMUP_KIT_DEBUG=DETAIL``): the ranks make
+* DISAGREE, in the debug mode (``WARMUP_KIT_DEBUG=DETAIL``, or
+  ``comm.debug = True``): the ranks make
   calls that do not match (length, dtype, op, algorithm, root...); every
   rank must raise a ValueError naming what differs, having moved only the
   small agreement message.
@@ -23,14 +24,12 @@ as a script, over MPI: mpiexec -n N python -m mpi4py tests/mpi/bad_input.py
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 
 import numpy as np
 
 import warmup_kit as wk
-from warmup_kit.collectives import DEBUG_ENV
 
 CALL_TIMEOUT_S = 10.0
 
@@ -218,17 +217,13 @@ def run_all(comm) -> dict:
     if comm.size > 1:
         for name, (_, _, call) in LOCAL_MULTI.items():
             out[f"local:{name}"] = _outcome(call, comm)
-        before = os.environ.get(DEBUG_ENV)
-        os.environ[DEBUG_ENV] = "DETAIL"
+        comm.debug = True            # what WARMUP_KIT_DEBUG=DETAIL sets
         try:
             for name, (_, call) in DISAGREE.items():
                 out[f"disagree:{name}"] = _outcome(
                     lambda c, call=call: call(c, CALL_TIMEOUT_S), comm)
         finally:
-            if before is None:
-                del os.environ[DEBUG_ENV]
-            else:
-                os.environ[DEBUG_ENV] = before
+            comm.debug = False
     return out
 
 

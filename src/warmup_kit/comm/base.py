@@ -21,6 +21,7 @@ Buffers are contiguous numpy arrays; their bytes travel as they are.
 """
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections import defaultdict
 from contextlib import contextmanager
@@ -88,13 +89,30 @@ class Request(ABC):
         :class:`~warmup_kit.CollectiveTimeout` naming the peer."""
 
 
+#: ``WARMUP_KIT_DEBUG=DETAIL``: every collective first checks that all ranks
+#: called it alike (like PyTorch's ``TORCH_DISTRIBUTED_DEBUG=DETAIL``)
+DEBUG_ENV = "WARMUP_KIT_DEBUG"
+#: ``WARMUP_KIT_TRACE=1``: print every message a rank sends
+TRACE_ENV = "WARMUP_KIT_TRACE"
+
+
 class Comm(ABC):
-    """One rank of a group: the protocol every transport implements."""
+    """One rank of a group: the protocol every transport implements.
+
+    ``debug`` and ``tracing`` are read from :data:`DEBUG_ENV` and
+    :data:`TRACE_ENV` once, when the communicator is made (as PyTorch reads
+    its debug level when a process group is made), not on every call; set
+    the attributes to change them later.
+    """
 
     rank: int
     size: int
+    #: buffers live in memory every rank maps (the zero-copy executor)
+    shared_memory: bool = False
 
     def __init__(self) -> None:
+        self.debug = os.environ.get(DEBUG_ENV, "").upper() == "DETAIL"
+        self.tracing = os.environ.get(TRACE_ENV) == "1"
         self.stats = TrafficStats()
         #: executors keep compiled plans and staging buffers here, per
         #: communicator (never shared between two communicators' threads)

@@ -109,6 +109,8 @@ class ShmComm(Comm):
     """One rank's view of a group's shared segments (made by the launcher or
     by :meth:`split`)."""
 
+    shared_memory = True
+
     def __init__(self, rank: int, size: int, ctrl, segs: Sequence[np.ndarray],
                  arena: Arena) -> None:
         super().__init__()

@@ -10,20 +10,15 @@
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
-from warmup_kit.comm.base import Comm
-from warmup_kit.comm.shm import ShmComm
+from warmup_kit.comm.base import TRACE_ENV, Comm
 from warmup_kit.execute.p2p import run_p2p
 from warmup_kit.execute.plan import get_plan
 from warmup_kit.execute.reference import run_reference
 from warmup_kit.execute.shm import run_shm
 from warmup_kit.ops import reduce_ufunc
 from warmup_kit.schedule import Schedule
-
-TRACE_ENV = "WARMUP_KIT_TRACE"
 
 
 def run_schedule(s: Schedule, buf: np.ndarray, comm: Comm, *,
@@ -62,15 +57,23 @@ def run_schedule(s: Schedule, buf: np.ndarray, comm: Comm, *,
                              "size and dtype")
         elif np.may_share_memory(src, buf):
             raise ValueError("src and buf overlap")
-    ufunc = reduce_ufunc(op, buf.dtype)
-    if isinstance(comm, ShmComm):
-        run_shm(s, buf, src, comm, ufunc, deadline, unit, tag)
-        return buf
-    plan = get_plan(comm.cache, s, comm.rank, buf.size // unit, unit,
-                    buf.dtype, src=src is not None)
-    run_p2p(plan, buf, src, comm, ufunc, deadline, tag,
-            os.environ.get(TRACE_ENV) == "1")
+    execute(s, buf, src, comm, reduce_ufunc(op, buf.dtype), deadline, unit,
+            tag)
     return buf
 
 
-__all__ = ["run_schedule", "run_reference", "TRACE_ENV"]
+def execute(s: Schedule, buf: np.ndarray, src: np.ndarray | None,
+            comm: Comm, ufunc: np.ufunc, deadline: float | None = None,
+            unit: int = 1, tag: int = 0) -> None:
+    """:func:`run_schedule` for a caller that has checked its arguments (the
+    collectives check each call's once, on this rank): the transport's fast
+    executor, with nothing checked again."""
+    if comm.shared_memory:
+        run_shm(s, buf, src, comm, ufunc, deadline, unit, tag)
+        return
+    plan = get_plan(comm.cache, s, comm.rank, buf.size // unit, unit,
+                    buf.dtype, src=src is not None)
+    run_p2p(plan, buf, src, comm, ufunc, deadline, tag, comm.tracing)
+
+
+__all__ = ["run_schedule", "execute", "run_reference", "TRACE_ENV"]
