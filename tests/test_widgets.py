@@ -166,7 +166,19 @@ def test_every_plot_renders_both_ways(maker):
     assert "var fig" in show(spec).to_html()
 
 
-def test_table_text_and_markdown():
-    t = plots.Table(["N", "bytes"], [[2, 1.0], [10, 1.8]])
-    assert repr(t).splitlines() == [" N  bytes", " 2      1", "10    1.8"]
-    assert t._repr_markdown_().splitlines()[1] == "|:---|---:|"
+def test_table_text_and_html():
+    t = plots.Table(["N", "bytes <V>"], [[2, 1.0], [10, 1.8]])
+    assert repr(t).splitlines() == [" N  bytes <V>", " 2          1",
+                                    "10        1.8"]
+    page = t._repr_html_()
+    assert page.startswith('<table class="table wk-table"><thead><tr>')
+    assert '<th class="text-right">bytes &lt;V&gt;</th>' in page
+    assert page.count("<tr>") == 3 and page.count("<td") == 4
+    assert '<td class="text-left">10</td><td class="text-right">1.8</td>' \
+        in page
+    assert not hasattr(t, "_repr_markdown_")   # the site printed it raw
+
+
+def test_table_refuses_ragged_rows():
+    with pytest.raises(ValueError, match="2 cells"):
+        plots.Table(["a", "b"], [[1, 2], [3]])

@@ -9,6 +9,7 @@ sent in the round outlined.
 from __future__ import annotations
 
 import dataclasses
+import html
 from typing import Any, Sequence
 
 from warmup_kit.algorithms import build
@@ -199,18 +200,26 @@ def collective_bytes(n: int, nbytes: int) -> Panel:
 
 # ------------------------------------------------------------- tables
 class Table:
-    """A small table: Markdown on the page, aligned text for nbval."""
+    """A small table: an HTML ``<table>`` on the page and in JupyterLab
+    (the site's theme and JupyterLab style it like their own tables),
+    aligned text for ``print`` and for nbval's comparison."""
 
     def __init__(self, headers: Sequence[str], rows: Sequence[Sequence[Any]],
                  digits: int = 3):
         self.headers = [str(h) for h in headers]
         self.rows = [[_fmt(v, digits) for v in r] for r in rows]
+        if any(len(r) != len(self.headers) for r in self.rows):
+            raise ValueError(f"every row needs {len(self.headers)} cells")
 
-    def _repr_markdown_(self) -> str:
-        out = ["| " + " | ".join(self.headers) + " |",
-               "|:---|" + "|".join("---:" for _ in self.headers[1:]) + "|"]
-        out += ["| " + " | ".join(r) + " |" for r in self.rows]
-        return "\n".join(out)
+    def _repr_html_(self) -> str:
+        def cells(row, tag):
+            return "".join(
+                f'<{tag} class="text-{"left" if i == 0 else "right"}">'
+                f"{html.escape(c)}</{tag}>" for i, c in enumerate(row))
+        body = "".join(f"<tr>{cells(r, 'td')}</tr>" for r in self.rows)
+        return (f'<table class="table wk-table"><thead><tr>'
+                f"{cells(self.headers, 'th')}</tr></thead>"
+                f"<tbody>{body}</tbody></table>")
 
     def __repr__(self) -> str:
         cols = list(zip(self.headers, *self.rows))
