@@ -4,27 +4,49 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# every package's version, resolved once (`make lock`): nbval compares
+# stored outputs strictly, so a new numpy or matplotlib must not change them
+LOCK   := requirements.lock
 # 2 cores, 4+ ranks: let MPICH ranks yield the CPU instead of spinning.
 export MPIR_CVAR_CH4_PROGRESS_THROTTLE ?= 1
 export MPIR_CVAR_POLLS_BEFORE_YIELD ?= 100
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: venv test unit book lab notebooks clean
+.PHONY: venv lock test unit book check-site lab notebooks clean
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[mpi,book,test]"
+	$(BIN)/python -m pip install --quiet -c $(LOCK) -e ".[mpi,book,test]"
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
+
+## re-resolve every version from pyproject.toml's bounds (deliberately: then
+## `make notebooks` and `make test`, and commit the three together)
+lock:
+	rm -rf .lock-venv
+	$(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/python -m pip install --quiet --upgrade pip
+	.lock-venv/bin/python -m pip install --quiet -e ".[mpi,book,test]"
+	{ echo "# pip constraints: every version \`make venv\` installs, resolved by"; \
+	  echo "# \`make lock\` with $$(.lock-venv/bin/python -V) on $$(date -u +%F)"; \
+	  .lock-venv/bin/python -m pip freeze --exclude-editable; } > $(LOCK)
+	rm -rf .lock-venv
 
 ## every test: unit, multi-process (sockets and mpiexec), notebooks, the book build
 test: venv
 	$(BIN)/python -m pytest -q tests
 	$(BIN)/python -m pytest -q -p no:cacheprovider --nbval book
 	$(MAKE) book
+	$(MAKE) check-site
+
+## every page of the built site in headless Chromium (tables, formulas,
+## figures, widgets, console); screenshots in _build/screenshots. Skipped,
+## saying so, where chromium is not installed (apt-get install chromium).
+check-site:
+	$(BIN)/python tools/check_site.py _build/html --out _build/screenshots
 
 ## fast unit tests only
 unit: venv
@@ -33,7 +55,6 @@ unit: venv
 ## the executed static site in _build/html. jupyter-cache re-runs a notebook
 ## only when its code cells change, so a change to warmup_kit drops the cache
 ## (and Sphinx's doctrees, or it would not re-read the unchanged notebooks).
-## Where chromium is installed, a built widget is then dragged headless.
 JB_CACHE := _build/.jupyter_cache
 book: venv
 	@if [ -d $(JB_CACHE) ] && [ -n "$$(find src labs -name '*.py' -newer $(JB_CACHE))" ]; then \
@@ -41,9 +62,6 @@ book: venv
 	  rm -rf $(JB_CACHE) _build/.doctrees; fi
 	WARMUP_KIT_STATIC=1 $(BIN)/jupyter-book build . -W -n --keep-going
 	@touch $(JB_CACHE)
-	@if command -v chromium >/dev/null 2>&1; then \
-	  $(BIN)/python tools/check_widget.py _build/html/book/ch03_ring.html; \
-	else echo "chromium not installed: skipping tools/check_widget.py"; fi
 
 ## re-run every chapter and lab notebook in place (their stored outputs are
 ## what nbval compares against); no ipywidgets state is stored, so the site

@@ -81,6 +81,14 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _default_dispositions() -> None:
+    """The launcher as a terminal starts it: a test run started under
+    ``nohup`` or in the background inherits SIGHUP (and SIGINT) ignored, and
+    a launcher that ignores the signal is not killed by it."""
+    for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 @pytest.mark.multiproc
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("transport", ["sockets", "shm"])
@@ -91,7 +99,8 @@ def test_a_killed_launcher_leaves_no_rank_running(sig, transport, tmp_path):
     script.write_text(LAUNCHER)
     proc = subprocess.Popen([PYTHON, str(script), transport], cwd=ROOT,
                             stdout=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True,
+                            preexec_fn=_default_dispositions)
     pids = []
     try:
         deadline = time.monotonic() + 30
@@ -136,6 +145,10 @@ def test_an_interrupted_run_mpi_leaves_nothing_behind(tmp_path):
     script = tmp_path / "hang.py"
     script.write_text(HANG)
     before = mpich_segments()
+    # a kernel's interrupt button raises KeyboardInterrupt; a test run
+    # started in the background has SIGINT ignored, and interrupt_main()
+    # then does nothing, so install Python's handler for the test
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(4.0, _thread.interrupt_main)
     timer.start()
     t0 = time.monotonic()
@@ -144,6 +157,7 @@ def test_an_interrupted_run_mpi_leaves_nothing_behind(tmp_path):
             wk.run_mpi(str(script), 2, timeout=100)
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, handler)
     assert time.monotonic() - t0 < 30
     left = subprocess.run(["pgrep", "-f", str(script)], capture_output=True,
                           text=True).stdout.split()

@@ -1,7 +1,7 @@
-"""The project files agree with each other and with the README:
-environment.yml names the same packages as pyproject.toml with all
-its extras, jupyter-book is pinned below 2, the README opens with `make book`
-and `make test`, and CI runs `make test`."""
+"""The project files agree with each other and with the README: the lock
+pins every requirement of pyproject.toml within its bounds, `make venv` and
+environment.yml both install from it, jupyter-book stays below 2, the README
+opens with `make book` and `make test`, and CI runs `make test`."""
 from __future__ import annotations
 
 import os
@@ -46,18 +46,24 @@ def pyproject_reqs(pyproject) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def conda_reqs() -> dict[str, str]:
+def conda_env() -> dict:
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     assert "conda-forge" in env.get("channels", [])
-    out = {}
-    for dep in env["dependencies"]:
-        if isinstance(dep, dict):            # the pip: section
-            assert set(dep) == {"pip"}
-            assert any(p.replace(" ", "") in ("-e.", "--editable.")
-                       for p in dep["pip"]), "environment.yml installs the package"
+    return env
+
+
+@pytest.fixture(scope="module")
+def lock() -> dict[str, str]:
+    """requirements.lock: normalised name -> pinned version."""
+    pins = {}
+    for line in (ROOT / "requirements.lock").read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
             continue
-        out[_name(dep)] = _spec(dep)
-    return out
+        name, sep, version = line.partition("==")
+        assert sep and version, f"not a pin: {line!r}"
+        pins[_name(name)] = version
+    return pins
 
 
 def test_pyproject_has_the_required_extras(pyproject):
@@ -72,32 +78,38 @@ def test_pyproject_has_the_required_extras(pyproject):
         ["src"]
 
 
-def test_environment_yml_names_the_same_packages(pyproject_reqs, conda_reqs):
-    conda = set(conda_reqs) - {"python", "pip"}
-    missing = sorted(set(pyproject_reqs) - conda)
-    extra = sorted(conda - set(pyproject_reqs))
-    assert not missing, f"in pyproject.toml, not in environment.yml: {missing}"
-    assert not extra, f"in environment.yml, not in pyproject.toml: {extra}"
+def test_lock_pins_every_requirement_within_its_bounds(pyproject_reqs, lock):
+    from packaging.specifiers import SpecifierSet
+    missing = sorted(set(pyproject_reqs) - set(lock))
+    assert not missing, f"in pyproject.toml, not pinned in the lock: {missing}"
+    outside = {n: (spec, lock[n]) for n, spec in pyproject_reqs.items()
+               if not SpecifierSet(spec).contains(lock[n], prereleases=True)}
+    assert not outside, f"(pyproject bound, locked version): {outside}"
+    assert _name("warmup_kit") not in lock, "the project itself is not pinned"
 
 
-def test_environment_yml_uses_the_same_version_bounds(pyproject_reqs,
-                                                      conda_reqs):
-    differ = {name: (spec, conda_reqs[name])
-              for name, spec in pyproject_reqs.items()
-              if name in conda_reqs and spec != conda_reqs[name]}
-    assert not differ, f"(pyproject, environment.yml) bounds differ: {differ}"
+def test_lock_was_resolved_on_the_python_it_names():
+    head = (ROOT / "requirements.lock").read_text().splitlines()[:3]
+    said = re.search(r"Python (\d+\.\d+)", " ".join(head))
+    assert said, "the lock's header names the Python it was resolved on"
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    assert f"python={said.group(1)}" in env["dependencies"]
 
 
-def test_python_floor_matches(pyproject, conda_reqs):
-    assert conda_reqs["python"] == \
-        pyproject["project"]["requires-python"].replace(" ", "")
+def test_environment_yml_installs_from_the_lock(conda_env):
+    pip = [d for d in conda_env["dependencies"] if isinstance(d, dict)]
+    assert len(pip) == 1 and set(pip[0]) == {"pip"}
+    lines = [p.replace(" ", "") for p in pip[0]["pip"]]
+    assert "-crequirements.lock" in lines
+    assert "-e.[mpi,book,test]" in lines, "every extra, as make venv does"
+    conda = [d for d in conda_env["dependencies"] if isinstance(d, str)]
+    assert {_name(d) for d in conda} == {"python", "pip"}, \
+        "everything else comes from the lock, or the two would drift"
 
 
-def test_jupyter_book_is_pinned_below_2(pyproject_reqs, conda_reqs):
-    for where, reqs in (("pyproject.toml", pyproject_reqs),
-                        ("environment.yml", conda_reqs)):
-        assert "jupyter-book" in reqs, where
-        assert "<2" in reqs["jupyter-book"].split(","), (where, reqs)
+def test_jupyter_book_is_pinned_below_2(pyproject_reqs, lock):
+    assert "<2" in pyproject_reqs["jupyter-book"].split(",")
+    assert int(lock["jupyter-book"].split(".")[0]) < 2
 
 
 def test_pytest_markers_are_declared(pyproject):
@@ -131,8 +143,11 @@ def test_makefile_targets():
     assert re.search(r"^test:.*\bvenv\b", text, re.M)
     assert re.search(r"^book:.*\bvenv\b", text, re.M)
     assert "jupyter-book build" in text
-    # make venv installs the project with every extra from its own files
-    assert re.search(r"pip install .*-e \"?\.\[mpi,book,test\]", text)
+    # make venv installs the project with every extra from its own files,
+    # at the locked versions, and `make lock` refreshes the lock
+    assert re.search(r"pip install .*-c \$\(LOCK\) -e \"?\.\[mpi,book,test\]",
+                     text)
+    assert re.search(r"^lock:", text, re.M)
 
 
 def test_ci_runs_make_test():

@@ -1,0 +1,126 @@
+"""A minimal Chrome DevTools Protocol client for the site checks.
+
+Starts Debian's ``chromium`` headless with its own throw-away profile and
+talks CDP over the ``websocket-client`` package that Jupyter already
+installs: no Playwright, no download of a browser.
+"""
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+import websocket
+
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu",
+         "--disable-background-networking", "--disable-component-update",
+         "--no-first-run", "--remote-debugging-port=0",
+         "--window-size=1280,1000"]
+
+
+def find_chromium() -> str | None:
+    """The browser binary on PATH, or None."""
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+class Page:
+    """A CDP session on one page target; events are kept in ``events``."""
+
+    def __init__(self, ws_url: str):
+        self.ws = websocket.create_connection(ws_url, timeout=30,
+                                              suppress_origin=True)
+        self.ids = itertools.count(1)
+        self.events: list[dict] = []
+
+    def call(self, method: str, **params):
+        i = next(self.ids)
+        self.ws.send(json.dumps({"id": i, "method": method, "params": params}))
+        while True:
+            msg = json.loads(self.ws.recv())
+            if msg.get("id") == i:
+                if "error" in msg:
+                    raise RuntimeError(f"{method}: {msg['error']}")
+                return msg["result"]
+            if "method" in msg:
+                self.events.append(msg)
+
+    def eval(self, expr: str):
+        r = self.call("Runtime.evaluate", expression=expr, returnByValue=True,
+                      awaitPromise=True)
+        if "exceptionDetails" in r:
+            raise RuntimeError(f"JS error in {expr[:60]}: "
+                               f"{r['exceptionDetails']}")
+        return r["result"].get("value")
+
+    def wait(self, expr: str, timeout_s: float = 30.0) -> bool:
+        """Poll ``expr`` until it is truthy; False after ``timeout_s``."""
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end:
+            if self.eval(expr):
+                return True
+            time.sleep(0.2)
+        return False
+
+    def screenshot(self, path: Path, clip: dict | None = None,
+                   scale: float = 1.0) -> None:
+        if clip is None:             # the whole page, below the fold too
+            w, h = self.eval("[document.documentElement.scrollWidth,"
+                             " document.documentElement.scrollHeight]")
+            clip = {"x": 0, "y": 0, "width": w, "height": min(h, 30000)}
+        r = self.call("Page.captureScreenshot", format="png",
+                      captureBeyondViewport=True,
+                      clip={**clip, "scale": scale})
+        path.write_bytes(base64.b64decode(r["data"]))
+
+    def click(self, x: float, y: float) -> None:
+        for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
+            self.call("Input.dispatchMouseEvent", type=kind, x=x, y=y,
+                      button="left", clickCount=1)
+
+    def close(self) -> None:
+        self.ws.close()
+
+
+@contextmanager
+def browser(binary: str, *, offline: bool = True):
+    """A headless chromium and a :class:`Page` on its first tab (network
+    off by default: the site must work from disk); both closed on exit."""
+    profile = tempfile.mkdtemp(prefix="chromium-")
+    proc = subprocess.Popen([binary, *FLAGS, f"--user-data-dir={profile}",
+                             "about:blank"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    page = None
+    try:
+        port_file = Path(profile) / "DevToolsActivePort"
+        for _ in range(300):
+            if port_file.exists() and port_file.read_text().strip():
+                break
+            if proc.poll() is not None:
+                raise RuntimeError(f"{binary} exited ({proc.returncode})")
+            time.sleep(0.1)
+        else:
+            raise RuntimeError("chromium did not open its DevTools port")
+        port = int(port_file.read_text().split()[0])
+        targets = json.load(urllib.request.urlopen(
+            f"http://127.0.0.1:{port}/json/list", timeout=30))
+        page = Page(next(t for t in targets if t["type"] == "page")
+                    ["webSocketDebuggerUrl"])
+        if offline:
+            page.call("Network.enable")
+            page.call("Network.emulateNetworkConditions", offline=True,
+                      latency=0, downloadThroughput=-1, uploadThroughput=-1)
+        page.call("Page.enable")
+        yield page
+    finally:
+        if page is not None:
+            page.close()
+        proc.kill()
+        proc.wait()
+        shutil.rmtree(profile, ignore_errors=True)

@@ -1,0 +1,268 @@
+"""Check the built site as a reader sees it, in headless Chromium.
+
+Usage (after ``make book``; ``make test`` runs it; needs Debian's
+``chromium``, which ``.ci/run`` installs when it can):
+
+    .venv/bin/python tools/check_site.py [_build/html] [--out _build/screenshots]
+
+Opens every page from disk with the network off and fails (exit 1, one line
+per problem) unless, on every page:
+
+* the console shows no error and no script throws (a page that tries to
+  fetch something from the network fails here: the site must work offline);
+* no raw Markdown is left in the rendered text (a pipe-table rule ``|:--``
+  or row, ``$$``, a literal ``**``), outside code and preformatted output;
+* every table of the source (pipe tables in Markdown cells, HTML tables in
+  outputs) is a ``<table>`` on the page;
+* every image, figure and Plotly widget has a non-zero size;
+* every formula was typeset by MathJax;
+* every kernel-free widget responds to its sliders: moving each slider with
+  real mouse clicks changes the figure's title without any kernel.
+
+A screenshot of each page (half scale) goes to ``--out``, and one of each
+widget after each slider move.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+from cdp import browser, find_chromium
+
+SKIP_PAGES = {"genindex.html", "search.html"}
+
+RAW_MARKDOWN = r"""(() => {
+  const skip = 'pre, code, script, style, textarea, .math, .MathJax,' +
+               ' .MathJax_Display, .MathJax_Preview, .highlight';
+  // Sphinx's smartquotes turn a rule's '---' into an em dash
+  const pats = [[/\|\s*:?(-{3,}|[\u2013\u2014]+)/, 'pipe-table rule'],
+                [/^\s*\|[^|\n]+\|[^|\n]+\|/m, 'pipe-table row'],
+                [/\$\$/, '$$'], [/\*\*\S/, 'literal **']];
+  const root = document.querySelector('main') || document.body;
+  const walk = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  const bad = [];
+  while (walk.nextNode()) {
+    const node = walk.currentNode;
+    if (!node.parentElement || node.parentElement.closest(skip)) continue;
+    for (const [re, what] of pats)
+      if (re.test(node.textContent))
+        bad.push(what + ': ' + JSON.stringify(node.textContent.trim()
+                                                 .slice(0, 70)));
+  }
+  return bad;
+})()"""
+
+SIZES = r"""(() => {
+  const root = document.querySelector('main') || document.body;
+  const bad = [];
+  const sized = (e) => { const b = e.getBoundingClientRect();
+                         return b.width > 0 && b.height > 0; };
+  const name = (e) => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') +
+                      (e.getAttribute('alt') ? ' ' + e.getAttribute('alt') : '');
+  root.querySelectorAll('img').forEach(e => {
+    if (!e.complete || e.naturalWidth === 0) bad.push('image not loaded: ' +
+                                                     name(e));
+    else if (!sized(e) && !e.closest('details:not([open])'))
+      bad.push('image has no size: ' + name(e)); });
+  root.querySelectorAll('.js-plotly-plot, .warmup-widget').forEach(e => {
+    if (!sized(e) && !e.closest('details:not([open])'))
+      bad.push('figure has no size: ' + name(e)); });
+  return bad;
+})()"""
+
+# MathJax 2 (the copy shipped in _static) leaves a script[type^=math/tex]
+# in every formula it typeset, next to its rendering
+MATH_DONE = ("window.MathJax && MathJax.Hub && MathJax.Hub.queue && "
+             "MathJax.Hub.queue.pending === 0 && !MathJax.Hub.queue.running")
+# Sphinx's formulas (MathJax's own output has spans of class "math" too)
+FORMULAS = "document.querySelectorAll('.math.notranslate')"
+MATH_LEFT = r"""Array.from(document.querySelectorAll('.math.notranslate'))
+  .filter(e => !e.querySelector('script[type^="math/tex"]'))
+  .map(e => e.textContent.trim().slice(0, 50))"""
+
+FIRST_TABLE = r"""(() => {
+  const t = (document.querySelector('main') || document.body)
+              .querySelector('table');
+  t.scrollIntoView({block: 'center'});
+  const b = t.getBoundingClientRect();
+  return {x: b.left + scrollX - 8, y: b.top + scrollY - 8,
+          width: b.width + 16, height: b.height + 16};
+})()"""
+
+WIDGETS = "document.querySelectorAll('.warmup-widget')"
+W = "document.querySelectorAll('.warmup-widget')[{i}]"
+TITLE = ("Array.from(" + W + ".querySelectorAll('.annotation-text, .gtitle'))"
+         ".map(e => e.textContent).join(' | ')")
+RAILS = ("Array.from(" + W + ".querySelectorAll('.slider-rail-touch-rect'))"
+         ".map(e => {{const b = e.getBoundingClientRect();"
+         " return [b.left, b.top, b.width, b.height];}})")
+
+
+def source_of(page: Path, site: Path, repo: Path) -> Path | None:
+    """The notebook or Markdown file a built page came from."""
+    stem = page.relative_to(site).with_suffix("")
+    for ext in (".ipynb", ".md"):
+        if (repo / stem).with_suffix(ext).exists():
+            return (repo / stem).with_suffix(ext)
+    return None
+
+
+def _pipe_tables(text: str) -> int:
+    return len(re.findall(r"^\s*\|.*\|\s*\n\s*\|\s*:?-{3,}", text, re.M))
+
+
+def expected_tables(source: Path | None) -> int:
+    """Tables the page must show: pipe tables written in Markdown, and
+    outputs that carry an HTML table."""
+    if source is None:
+        return 0
+    if source.suffix == ".md":
+        return _pipe_tables(source.read_text(encoding="utf-8"))
+    n = 0
+    for cell in json.loads(source.read_text(encoding="utf-8"))["cells"]:
+        if cell["cell_type"] == "markdown":
+            n += _pipe_tables("".join(cell["source"]))
+        for out in cell.get("outputs", []):
+            html = "".join(out.get("data", {}).get("text/html", ""))
+            n += html.count("<table")
+    return n
+
+
+def console_errors(events: list[dict]) -> list[str]:
+    bad = []
+    for ev in events:
+        m, p = ev["method"], ev.get("params", {})
+        if m == "Runtime.exceptionThrown":
+            d = p["exceptionDetails"]
+            bad.append("script error: " + d.get("exception", {}).get(
+                "description", d.get("text", "")).splitlines()[0])
+        elif m == "Runtime.consoleAPICalled" and p.get("type") == "error":
+            bad.append("console error: " + " ".join(
+                str(a.get("value", a.get("description", "")))
+                for a in p.get("args", []))[:160])
+        elif m == "Log.entryAdded" and p["entry"]["level"] == "error":
+            e = p["entry"]
+            bad.append(f"console error: {e['text'][:120]} "
+                       f"{e.get('url', '')}".rstrip())
+    return bad
+
+
+def drive_widgets(page, name: str, out: Path) -> tuple[int, list[str]]:
+    """Move every slider of every widget; (sliders moved, problems)."""
+    moved, bad = 0, []
+    for i in range(page.eval(f"{WIDGETS}.length")):
+        rails = page.eval(RAILS.format(i=i))
+        if not rails:
+            continue                  # a plain figure
+        page.eval(f"{W.format(i=i)}.scrollIntoView({{block: 'start'}})")
+        time.sleep(0.3)
+        x, y, w, h = page.eval(
+            f"(() => {{const b = {W.format(i=i)}.getBoundingClientRect();"
+            " return [b.left + scrollX, b.top + scrollY, b.width,"
+            " b.height];})()")
+        clip = {"x": x, "y": y, "width": w, "height": h}
+        before = page.eval(TITLE.format(i=i))
+        for k in range(len(rails)):
+            # click the far end of the rail; if the slider already sat
+            # there, the near end: one of the two is another value
+            for frac in (0.97, 0.03):
+                rx, ry, rw, rh = page.eval(RAILS.format(i=i))[k]
+                page.click(rx + frac * rw, ry + rh / 2)
+                time.sleep(0.6)
+                now = page.eval(TITLE.format(i=i))
+                if now != before:
+                    break
+            if now == before:
+                bad.append(f"widget {i}: slider {k} moved, figure unchanged "
+                           f"({before!r})")
+            before = now
+            moved += 1
+            page.screenshot(out / f"{name}-widget{i}-slider{k}.png", clip)
+    return moved, bad
+
+
+def check_page(page, path: Path, site: Path, repo: Path, out: Path
+               ) -> tuple[list[str], str]:
+    """Problems found on one page, and a one-line summary."""
+    page.events.clear()
+    if 'http-equiv="refresh"' in path.read_text(encoding="utf-8").lower():
+        return [], "a redirect"
+    page.call("Page.navigate", url=path.resolve().as_uri())
+    bad = []
+    if not page.wait("document.readyState === 'complete'", 60):
+        return ["page did not finish loading in 60 s"], ""
+    n_math = page.eval(f"{FORMULAS}.length")
+    if n_math:
+        if not page.wait(MATH_DONE, 60):
+            bad.append("MathJax did not finish (is it loaded?)")
+        bad += [f"formula not typeset: {t!r}" for t in page.eval(MATH_LEFT)]
+    n_widgets = page.eval(f"{WIDGETS}.length")
+    if n_widgets and not page.wait(
+            f"Array.from({WIDGETS}).every(e => e.querySelector("
+            "'[data-ready]'))", 60):
+        bad.append("a widget never became ready")
+    time.sleep(0.3)
+    bad += page.eval(RAW_MARKDOWN)
+    bad += page.eval(SIZES)
+    want = expected_tables(source_of(path, site, repo))
+    got = page.eval("(document.querySelector('main') || document.body)"
+                    ".querySelectorAll('table').length")
+    if got < want:
+        bad.append(f"{want} tables in the source, {got} <table> on the page")
+    name = str(path.relative_to(site).with_suffix("")).replace("/", "-")
+    page.screenshot(out / f"{name}.png", scale=0.5)
+    if got:                           # the first table, at full scale
+        box = page.eval(FIRST_TABLE)
+        page.screenshot(out / f"{name}-table0.png", box)
+    moved, wbad = drive_widgets(page, name, out)
+    bad += wbad
+    time.sleep(0.2)
+    page.eval("0")                    # collect the last console events
+    bad += console_errors(page.events)
+    return bad, (f"{got} tables, {n_math} formulas, {n_widgets} widgets, "
+                 f"{moved} sliders moved")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("site", nargs="?", default="_build/html")
+    ap.add_argument("--out", default="_build/screenshots")
+    ap.add_argument("--repo", default=".", help="where the sources are")
+    ap.add_argument("--chromium", default=find_chromium())
+    args = ap.parse_args(argv)
+    if not args.chromium:
+        print("check_site: SKIPPED, no chromium on PATH (apt-get install "
+              "chromium)")
+        return 0
+    site, out, repo = Path(args.site), Path(args.out), Path(args.repo)
+    out.mkdir(parents=True, exist_ok=True)
+    pages = sorted(p for p in site.rglob("*.html")
+                   if p.name not in SKIP_PAGES
+                   and not p.relative_to(site).parts[0].startswith("_"))
+    if not pages:
+        print(f"check_site: no pages under {site}")
+        return 1
+    failed = 0
+    with browser(args.chromium) as page:
+        page.call("Runtime.enable")
+        page.call("Log.enable")
+        for path in pages:
+            bad, summary = check_page(page, path, site, repo, out)
+            rel = path.relative_to(site)
+            if bad:
+                failed += 1
+                for b in bad:
+                    print(f"FAIL {rel}: {b}")
+            else:
+                print(f"ok   {rel}: {summary}")
+    print(f"check_site: {len(pages) - failed} of {len(pages)} pages pass; "
+          f"screenshots in {out}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
