@@ -70,12 +70,15 @@ class Page:
 
     def screenshot(self, path: Path, clip: dict | None = None,
                    scale: float = 1.0) -> None:
-        if clip is None:             # the whole page, below the fold too
+        whole = clip is None
+        if whole:                    # the whole page, below the fold too
             w, h = self.eval("[document.documentElement.scrollWidth,"
                              " document.documentElement.scrollHeight]")
             clip = {"x": 0, "y": 0, "width": w, "height": min(h, 30000)}
+        # (capturing beyond the viewport resizes it for a moment: only for
+        # the whole page, or the sliders measured next would have moved)
         r = self.call("Page.captureScreenshot", format="png",
-                      captureBeyondViewport=True,
+                      captureBeyondViewport=whole,
                       clip={**clip, "scale": scale})
         path.write_bytes(base64.b64decode(r["data"]))
 

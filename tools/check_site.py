@@ -172,10 +172,12 @@ def drive_widgets(page, name: str, out: Path) -> tuple[int, list[str]]:
             for frac in (0.97, 0.03):
                 rx, ry, rw, rh = page.eval(RAILS.format(i=i))[k]
                 page.click(rx + frac * rw, ry + rh / 2)
-                time.sleep(0.6)
-                now = page.eval(TITLE.format(i=i))
-                if now != before:
+                # a loaded machine redraws slowly: wait for the change
+                if page.wait(f"({TITLE.format(i=i)}) !== "
+                             f"{json.dumps(before)}", 5):
                     break
+            time.sleep(0.2)
+            now = page.eval(TITLE.format(i=i))
             if now == before:
                 bad.append(f"widget {i}: slider {k} moved, figure unchanged "
                            f"({before!r})")
