@@ -145,6 +145,35 @@ def test_ring_stepper_phases():
     assert "all-gather" in plots.stepper("allreduce", "ring", 4, 3).title
 
 
+@pytest.mark.parametrize("make", [
+    lambda: plots.collective_stepper(4),
+    lambda: plots.collective_stepper(3, ("broadcast", "gather", "scatter",
+                                         "allreduce")),
+    lambda: plots.ring_stepper(range(2, 6), n=4)])
+def test_stepper_round_knob_matches_the_schedules(make):
+    """No "round 7" on the slider of a 6-round schedule: the numbered
+    positions are the rounds of the longest schedule shown, then "done";
+    each frame's caption names the slider's round of its own schedule, or
+    says the schedule is done."""
+    e = make()
+    j = next(i for i, k in enumerate(e.knobs) if k.text == "round")
+    *numbered, last = e.knobs[j].values
+    assert last == "done" and numbered == list(range(1, len(numbered) + 1))
+    longest = 0
+    for idx, spec in e.frames().items():
+        title = spec.panels[0].title
+        k = e.knobs[j].values[idx[j]]
+        m = re.search(r"round (\d+) of (\d+)", title)
+        if m:
+            assert int(m[1]) == k <= int(m[2]), title
+            longest = max(longest, int(m[2]))
+        else:
+            steps = int(re.search(r"done after (\d+) round", title)[1])
+            assert k == "done" or k > steps, title
+            longest = max(longest, steps)
+    assert numbered[-1] == longest
+
+
 def test_bytes_vs_n_uses_schedule_traffic():
     p = plots.bytes_vs_n("ring", range(2, 9), nbytes=840 * 8)
     busiest = p.traces[2]

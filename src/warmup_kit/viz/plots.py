@@ -19,6 +19,7 @@ from warmup_kit.viz.widgets import (
     Bars, Figure, Grid, Knob, Line, Panel, Points, explore)
 
 PHASES = {"ring": ("reduce-scatter", "all-gather")}
+DONE = "done"          # the round knob's last position: the final state
 
 
 def prefix(s: Schedule, rounds: int) -> Schedule:
@@ -85,15 +86,25 @@ def stepper(collective: str, algorithm: str, n: int, k: int,
 def ring_stepper(n_values: Sequence[int] = range(2, 9), n: int = 4,
                  collective: str = "allreduce", algorithm: str = "ring"):
     """The Chapter 3 widget: knobs N and round (1-based; rounds past the
-    end show the final state)."""
+    end of a smaller N's schedule, and "done", show the final state)."""
     n_values = list(n_values)
     most = max(build(collective, algorithm, m).steps for m in n_values)
 
-    def view(n: int, k: int) -> Panel:
-        return stepper(collective, algorithm, n, k - 1)
-    return explore(view, [Knob("n", n_values, "N", n),
-                          Knob("k", range(1, most + 2), "round", 1)],
+    def view(n: int, k: int | str) -> Panel:
+        return stepper(collective, algorithm, n, _round_index(k, most))
+    return explore(view, [Knob("n", n_values, "N", n), _round_knob(most)],
                    title=f"{algorithm} {collective}, round by round")
+
+
+def _round_knob(most: int) -> Knob:
+    """Rounds 1 .. ``most`` (the longest schedule shown), then "done", the
+    final state: the slider never shows a round the schedules do not have."""
+    return Knob("k", [*range(1, most + 1), DONE], "round", 1)
+
+
+def _round_index(k: int | str, most: int) -> int:
+    """0-based round of a round knob value ("done": past every round)."""
+    return most if k == DONE else k - 1
 
 
 # ----------------------------------------------------------- traffic
@@ -167,11 +178,11 @@ def collective_stepper(n: int = 4, collectives: Sequence[str] = (
     from warmup_kit.algorithms import default_algorithm
     most = max(build(c, default_algorithm(c), n).steps for c in collectives)
 
-    def view(collective: str, k: int) -> Panel:
-        return stepper(collective, default_algorithm(collective), n, k - 1)
+    def view(collective: str, k: int | str) -> Panel:
+        return stepper(collective, default_algorithm(collective), n,
+                       _round_index(k, most))
     return explore(view, [Knob("collective", list(collectives),
-                               default="allreduce"),
-                          Knob("k", range(1, most + 2), "round", 1)],
+                               default="allreduce"), _round_knob(most)],
                    title=f"collectives on N = {n} ranks, round by round")
 
 
