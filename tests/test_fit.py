@@ -74,3 +74,10 @@ def test_stored_measurement_gives_a_credible_per_byte_cost(n):
     assert f.gamma_in_beta == pytest.approx(0.5)
     assert 0.5 < f.bandwidth_gbps < 20
     assert f.rms_rel_error < 0.35
+
+
+def test_cli_fits_only_the_named_schedules(capsys):
+    F.main([str(DATA), "--algorithms", ",".join(HALF)])
+    out = capsys.readouterr().out
+    assert out.count("beta above is beta + 0.5 gamma") == 2
+    assert "52 points" in out and "65 points" not in out

@@ -305,11 +305,16 @@ def main(argv=None) -> int:
     p.add_argument("json", nargs="+", help="warmup-bench --json files")
     p.add_argument("--min-bytes", type=int, default=1 << 10)
     p.add_argument("--max-bytes", type=int, default=1 << 40)
+    p.add_argument("--algorithms", default=None,
+                   help="fit only these, comma-separated (ring,tree,"
+                        "double_tree,rabenseifner: beta + gamma/2 only)")
     args = p.parse_args(argv)
+    only = tuple(args.algorithms.split(",")) if args.algorithms else None
     rows = _load(args.json)
     for n in sorted({r["ranks"] for r in rows}):
         mine = [r for r in rows if r["ranks"] == n]
-        f = fit(mine, min_bytes=args.min_bytes, max_bytes=args.max_bytes)
+        f = fit(mine, min_bytes=args.min_bytes, max_bytes=args.max_bytes,
+                algorithms=only)
         print(f"N = {n}: alpha = {f.alpha_s * 1e6:.2f} us, beta = "
               f"{f.beta_s_per_byte * 1e9:.4f} ns/B ({f.bandwidth_gbps:.2f} "
               f"GB/s), gamma = {f.gamma_s_per_byte * 1e9:.4f} ns/B; "
@@ -319,8 +324,7 @@ def main(argv=None) -> int:
             print(f"  every schedule fitted reduces {f.gamma_in_beta:g} of "
                   f"its port bytes: beta above is beta + "
                   f"{f.gamma_in_beta:g} gamma")
-        algs = {r["algorithm"] for r in mine}
-        if {"ring", "tree"} <= algs:
+        if {"ring", "tree"} <= {r["algorithm"] for r in mine}:
             for a, b in (("ring", "tree"),):
                 cp = crossover_predicted(a, b, n, f)
                 cm = crossover_measured(mine, a, b)
