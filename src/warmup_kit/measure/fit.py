@@ -15,6 +15,14 @@ minimise the *relative* error (small and large messages count alike), and
 :func:`crossover_predicted` / :func:`crossover_measured` find where two
 algorithms trade places.
 
+beta and gamma can only be told apart if the schedules fitted reduce
+different shares of the bytes they move. Ring, trees and Rabenseifner all
+reduce exactly half of their port bytes (G = B/2) for any N, so rows of those
+alone determine ``beta + gamma/2`` and nothing more: :func:`fit` then fits
+that sum (as ``beta``, with ``gamma`` 0) and says so in
+:attr:`Fit.gamma_in_beta`, instead of returning an arbitrary split. To split
+them, time the reduction on its own and pass ``gamma_s_per_byte``.
+
 This is the port model of :mod:`warmup_kit.model.simulate` reduced to one port per
 rank (one host): linear in the three parameters, so a least-squares fit is
 exact and the fitted values can be fed back into the topology model.
@@ -52,6 +60,10 @@ class Fit:
     rms_rel_error: float = 0.0
     max_rel_error: float = 0.0
     ranks: int | None = None
+    #: None: beta and gamma fitted apart. k: every row fitted reduces k
+    #: bytes per port byte, so only beta + k * gamma is determined;
+    #: ``beta_s_per_byte`` holds that sum and ``gamma_s_per_byte`` is 0.
+    gamma_in_beta: float | None = None
     errors: list = field(default_factory=list, repr=False)
 
     @property
@@ -65,7 +77,8 @@ class Fit:
                 "gamma_ns_per_byte": self.gamma_s_per_byte * 1e9,
                 "bandwidth_gbps": self.bandwidth_gbps, "points": self.points,
                 "rms_rel_error": self.rms_rel_error,
-                "max_rel_error": self.max_rel_error, "ranks": self.ranks}
+                "max_rel_error": self.max_rel_error, "ranks": self.ranks,
+                "gamma_in_beta": self.gamma_in_beta}
 
 
 @lru_cache(maxsize=256)
@@ -161,7 +174,11 @@ def fit(rows: list[dict], *, collective: str = "allreduce",
             and fit alpha and beta only.
 
     Returns:
-        A :class:`Fit`, with per-point relative errors in ``errors``.
+        A :class:`Fit`, with per-point relative errors in ``errors``. If
+        every row reduces the same share k of its port bytes (G = k B) and
+        gamma is not held, beta and gamma cannot be separated: the fit
+        returns ``beta_s_per_byte`` = beta + k gamma, ``gamma_s_per_byte``
+        = 0 and ``gamma_in_beta`` = k.
     """
     use = list(_usable(rows, min_bytes, max_bytes, algorithms, collective))
     if len(use) < 3:
@@ -172,19 +189,37 @@ def fit(rows: list[dict], *, collective: str = "allreduce",
                            itemsize=ITEMSIZE.get(r.get("type"), 8))
                   for r in use], dtype=float)
     t = np.array([r["time_us"] * 1e-6 for r in use])
-    if gamma_s_per_byte is None:
+    k = reduced_share(X)
+    if gamma_s_per_byte is None and k is None:
         a, b, g = nnls_rel(X, t)
+    elif gamma_s_per_byte is None:          # only beta + k gamma is determined
+        a, b = nnls_rel(X[:, :2], t)
+        g = 0.0
     else:
         a, b = nnls_rel(X[:, :2], t - X[:, 2] * gamma_s_per_byte)
         g = gamma_s_per_byte
     out = Fit(float(a), float(b), float(g), points=len(use),
               ranks=use[0]["ranks"] if len({r["ranks"] for r in use}) == 1
-              else None)
+              else None,
+              gamma_in_beta=k if gamma_s_per_byte is None else None)
     out.errors = model_errors(use, out, collective=collective)
     rel = np.array([e["rel_error"] for e in out.errors])
     out.rms_rel_error = float(np.sqrt(np.mean(rel ** 2)))
     out.max_rel_error = float(np.abs(rel).max())
     return out
+
+
+def reduced_share(X: np.ndarray, rtol: float = 1e-6) -> float | None:
+    """k if every row of features ``X`` (columns R, B, G) reduces the same
+    share k of its port bytes (G = k B: beta and gamma inseparable), else
+    None."""
+    moving = X[:, 1] > 0
+    if not moving.any():
+        return None
+    share = X[moving, 2] / X[moving, 1]
+    if share.max() - share.min() > rtol * max(share.max(), 1e-300):
+        return None
+    return float(share.mean())
 
 
 def model_errors(rows: list[dict], fitted: Fit, *,
@@ -270,18 +305,26 @@ def main(argv=None) -> int:
     p.add_argument("json", nargs="+", help="warmup-bench --json files")
     p.add_argument("--min-bytes", type=int, default=1 << 10)
     p.add_argument("--max-bytes", type=int, default=1 << 40)
+    p.add_argument("--algorithms", default=None,
+                   help="fit only these, comma-separated (ring,tree,"
+                        "double_tree,rabenseifner: beta + gamma/2 only)")
     args = p.parse_args(argv)
+    only = tuple(args.algorithms.split(",")) if args.algorithms else None
     rows = _load(args.json)
     for n in sorted({r["ranks"] for r in rows}):
         mine = [r for r in rows if r["ranks"] == n]
-        f = fit(mine, min_bytes=args.min_bytes, max_bytes=args.max_bytes)
+        f = fit(mine, min_bytes=args.min_bytes, max_bytes=args.max_bytes,
+                algorithms=only)
         print(f"N = {n}: alpha = {f.alpha_s * 1e6:.2f} us, beta = "
               f"{f.beta_s_per_byte * 1e9:.4f} ns/B ({f.bandwidth_gbps:.2f} "
               f"GB/s), gamma = {f.gamma_s_per_byte * 1e9:.4f} ns/B; "
               f"{f.points} points, rms error {f.rms_rel_error:.1%}, max "
               f"{f.max_rel_error:.1%}")
-        algs = {r["algorithm"] for r in mine}
-        if {"ring", "tree"} <= algs:
+        if f.gamma_in_beta is not None:
+            print(f"  every schedule fitted reduces {f.gamma_in_beta:g} of "
+                  f"its port bytes: beta above is beta + "
+                  f"{f.gamma_in_beta:g} gamma")
+        if {"ring", "tree"} <= {r["algorithm"] for r in mine}:
             for a, b in (("ring", "tree"),):
                 cp = crossover_predicted(a, b, n, f)
                 cm = crossover_measured(mine, a, b)
