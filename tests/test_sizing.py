@@ -59,8 +59,10 @@ def test_traffic_per_step():
     t = per_step(GPT3, tp=8, pp=8, dp=16, global_batch=1536)
     m = 1536 // 16
     act = 2048 * 12288 * 2
-    grads = 2 * GPT3.params / 64
+    grads = 4 * GPT3.params / 64                  # fp32 gradients
     assert t["dp"]["bytes"] == pytest.approx(2 * 15 / 16 * grads)
+    bf16 = per_step(GPT3, tp=8, pp=8, dp=16, global_batch=1536, grad_bytes=2)
+    assert bf16["dp"]["bytes"] == pytest.approx(t["dp"]["bytes"] / 2)
     assert t["tp"]["messages"] == 6 * 12 * m
     assert t["tp"]["bytes"] == pytest.approx(6 * 12 * m * 2 * 7 / 8 * act)
     assert t["pp"]["bytes"] == pytest.approx(2 * m * act / 8)

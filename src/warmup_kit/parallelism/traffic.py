@@ -28,7 +28,7 @@ from warmup_kit.parallelism.compute import BYTES
 
 def per_step(model: Transformer, *, tp: int, pp: int, dp: int,
              global_batch: int, micro_batch: int = 1,
-             recompute: str = "full", grad_bytes: int = 2) -> dict[str, dict]:
+             recompute: str = "full", grad_bytes: int = 4) -> dict[str, dict]:
     """Traffic of one GPU in one step, per axis.
 
     Args:
@@ -36,8 +36,10 @@ def per_step(model: Transformer, *, tp: int, pp: int, dp: int,
         tp, pp, dp: parallel sizes.
         global_batch, micro_batch: sequences per step and per micro-batch.
         recompute: "full" adds the recomputed forward's 2 all-reduces.
-        grad_bytes: bytes per gradient value in the DP all-reduce (2 for
-            bf16; 4 if gradients are reduced in fp32).
+        grad_bytes: bytes per gradient value in the DP all-reduce: 4 (fp32,
+            as the memory model's 18-byte recipe holds them and the
+            step-time model reduces them); 2 where gradients are reduced in
+            bf16.
 
     Returns:
         ``{"dp" | "tp" | "pp": {"bytes": sent per GPU, "messages": collective
