@@ -75,8 +75,9 @@ notebooks: venv
 	done
 
 ## JupyterLab on the book
+## (as root, in a container, JupyterLab refuses to start without --allow-root)
 lab: venv
-	$(BIN)/jupyter lab book/
+	$(BIN)/jupyter lab book/ $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 clean:
 	rm -rf _build .pytest_cache
