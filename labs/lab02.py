@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from warmup_kit.algorithms import build
@@ -200,6 +201,7 @@ def plot(res: dict, path: str) -> None:
     ax[2].set_title(f"pipeline bubble, p = {res['bubble'][0]['pp']}")
     fig.suptitle(f"Lab 02 on {res['system']}")
     fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
 

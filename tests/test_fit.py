@@ -81,3 +81,22 @@ def test_cli_fits_only_the_named_schedules(capsys):
     out = capsys.readouterr().out
     assert out.count("beta above is beta + 0.5 gamma") == 2
     assert "52 points" in out and "65 points" not in out
+
+
+def test_doubts_name_a_parameter_at_its_bound_and_a_bad_fit():
+    good = F.Fit(alpha_s=5e-6, beta_s_per_byte=1e-10, gamma_s_per_byte=3e-10,
+                 rms_rel_error=0.05)
+    assert F.doubts(good) == []
+    pinned = F.Fit(alpha_s=5e-6, beta_s_per_byte=1e-10, gamma_s_per_byte=0.0,
+                   rms_rel_error=0.05)
+    (only,) = F.doubts(pinned)
+    assert only.startswith("gamma sits at its bound") and \
+        "not identifiable" in only
+    # gamma folded into beta on purpose is not a doubt
+    folded = F.Fit(alpha_s=5e-6, beta_s_per_byte=2e-10, gamma_s_per_byte=0.0,
+                   rms_rel_error=0.05, gamma_in_beta=0.5)
+    assert F.doubts(folded) == []
+    poor = F.Fit(alpha_s=5e-6, beta_s_per_byte=1e-10, gamma_s_per_byte=3e-10,
+                 rms_rel_error=0.47)
+    (only,) = F.doubts(poor)
+    assert "47%" in only and "not identifiable" in only

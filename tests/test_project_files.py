@@ -158,3 +158,31 @@ def test_ci_runs_make_test():
     lines = [line.strip() for line in text.splitlines()
              if line.strip() and not line.strip().startswith("#")]
     assert any(re.fullmatch(r"(exec\s+)?make test", line) for line in lines)
+
+
+DOCS = ["README.md", "docs/DESIGN.md", "docs/CONTRIBUTING.md"]
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_docs_point_only_inside_the_clone(doc):
+    path = ROOT / doc
+    text = path.read_text()
+    assert "../shared" not in text, f"{doc} points outside the repository"
+    for target in re.findall(r"\]\(([^)#\s]+)\)", text):
+        if "://" in target:
+            continue
+        assert (path.parent / target).exists(), f"{doc}: broken link {target}"
+    # every repository path named in backticks exists
+    for name in re.findall(r"`((?:src|tests|labs|tools|book|benchmarks|docs)"
+                           r"/[\w./-]+)`", text):
+        if "NN" in name or "NAME" in name:
+            continue                              # placeholders
+        assert (ROOT / name).exists(), f"{doc} names {name}, which is missing"
+
+
+def test_readme_examples_write_into_results_not_the_root():
+    text = (ROOT / "README.md").read_text()
+    for flag in ("--json", "--plot", "--csv"):
+        for target in re.findall(rf"{flag} (\S+\.\w+)", text):
+            assert target.startswith("results/"), (flag, target)
+    assert "results/" in (ROOT / ".gitignore").read_text().split()

@@ -70,6 +70,7 @@ def parse_table(text: str) -> list[dict]:
 
 def write_csv(path: str, results: list[dict]) -> None:
     keys = [k for k in results[0] if k != "times_us"] if results else []
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, keys, extrasaction="ignore")
         w.writeheader()

@@ -299,12 +299,39 @@ def _load(paths) -> list[dict]:
     return rows
 
 
+#: a fit whose rms relative error is above this does not describe the data
+MAX_RMS_ERROR = 0.25
+
+
+def doubts(f: Fit) -> list[str]:
+    """What this data cannot tell: a parameter the non-negative fit pinned
+    at its bound (0), or an error too large for the parameters to mean
+    anything. Empty when the fit can be trusted."""
+    out = []
+    names = [("alpha", f.alpha_s), ("beta", f.beta_s_per_byte)]
+    if f.gamma_in_beta is None:
+        names.append(("gamma", f.gamma_s_per_byte))
+    for name, value in names:
+        if value <= 0:
+            out.append(f"{name} sits at its bound (0): not identifiable on "
+                       "this data (add sizes or schedules that vary it)")
+    if f.rms_rel_error > MAX_RMS_ERROR:
+        out.append(f"rms error {f.rms_rel_error:.0%} is above "
+                   f"{MAX_RMS_ERROR:.0%}: the model does not describe this "
+                   "data; its parameters are not identifiable on it")
+    return out
+
+
 def main(argv=None) -> int:
     """``python -m warmup_kit.measure.fit bench.json [...]``: fit per rank count."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("json", nargs="+", help="warmup-bench --json files")
-    p.add_argument("--min-bytes", type=int, default=1 << 10)
-    p.add_argument("--max-bytes", type=int, default=1 << 40)
+    p.add_argument("--min-bytes", type=int, default=1 << 10,
+                   help="ignore rows below this size")
+    p.add_argument("--max-bytes", type=int, default=1 << 40,
+                   help="ignore rows above this size")
     p.add_argument("--algorithms", default=None,
                    help="fit only these, comma-separated (ring,tree,"
                         "double_tree,rabenseifner: beta + gamma/2 only)")
@@ -324,6 +351,8 @@ def main(argv=None) -> int:
             print(f"  every schedule fitted reduces {f.gamma_in_beta:g} of "
                   f"its port bytes: beta above is beta + "
                   f"{f.gamma_in_beta:g} gamma")
+        for doubt in doubts(f):
+            print(f"  WARNING: {doubt}")
         if {"ring", "tree"} <= {r["algorithm"] for r in mine}:
             for a, b in (("ring", "tree"),):
                 cp = crossover_predicted(a, b, n, f)
