@@ -12,7 +12,7 @@ export MPIR_CVAR_CH4_PROGRESS_THROTTLE ?= 1
 export MPIR_CVAR_POLLS_BEFORE_YIELD ?= 100
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: venv lock test unit book check-site lab notebooks clean
+.PHONY: venv lock test unit book check-site check-lab lab notebooks clean
 
 venv: $(STAMP)
 
@@ -41,12 +41,19 @@ test: venv
 	$(BIN)/python -m pytest -q -p no:cacheprovider --nbval book
 	$(MAKE) book
 	$(MAKE) check-site
+	$(MAKE) check-lab
 
 ## every page of the built site in headless Chromium (tables, formulas,
 ## figures, widgets, console); screenshots in _build/screenshots. Skipped,
 ## saying so, where chromium is not installed (apt-get install chromium).
-check-site:
+check-site: venv
 	$(BIN)/python tools/check_site.py _build/html --out _build/screenshots
+
+## every chapter run in JupyterLab as a reader would (Run All, move a
+## slider) in headless Chromium: errors, stretched images, cut labels, live
+## redraws; screenshots in _build/lab-screenshots. Skipped without chromium.
+check-lab: venv
+	$(BIN)/python tools/check_lab.py --out _build/lab-screenshots
 
 ## fast unit tests only
 unit: venv

@@ -93,6 +93,20 @@ def test_live_widget_draws_with_matplotlib(monkeypatch):
     assert image.value[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_live_widget_shows_the_image_at_its_size_and_whole_labels(
+        monkeypatch):
+    from PIL import Image
+    import io
+    monkeypatch.delenv(widgets.STATIC_ENV, raising=False)
+    box = explore(view, KNOBS, title="demo").live_widget()
+    image = box.children[1]
+    drawn = Image.open(io.BytesIO(image.value)).size[0]
+    assert image.width == str(drawn)           # not stretched to the cell
+    assert box.layout.align_items == "flex-start"
+    for control in box.children[0].children:   # "TP group ...", no more
+        assert control.style.description_width == "initial"
+
+
 def test_show_without_knobs(monkeypatch):
     monkeypatch.delenv(widgets.STATIC_ENV, raising=False)
     fig = show(plots.factor_curve(range(1, 9)))

@@ -48,6 +48,12 @@ class Page:
                 if "error" in msg:
                     raise RuntimeError(f"{method}: {msg['error']}")
                 return msg["result"]
+            if msg.get("method") == "Page.javascriptDialogOpening":
+                # a "leave this page?" question would block the call
+                # forever: answer yes
+                self.ws.send(json.dumps({
+                    "id": next(self.ids), "method": "Page.handleJavaScriptDialog",
+                    "params": {"accept": True}}))
             if "method" in msg:
                 self.events.append(msg)
 
@@ -120,6 +126,9 @@ def browser(binary: str, *, offline: bool = True):
             page.call("Network.emulateNetworkConditions", offline=True,
                       latency=0, downloadThroughput=-1, uploadThroughput=-1)
         page.call("Page.enable")
+        # a headless tab never has focus; apps that follow focus (JupyterLab's
+        # current notebook) need it
+        page.call("Emulation.setFocusEmulationEnabled", enabled=True)
         yield page
     finally:
         if page is not None:

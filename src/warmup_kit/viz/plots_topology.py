@@ -96,10 +96,10 @@ def placement_view(model: Transformer, system: str, span: int, rails: int,
                Points([k % g for k in first], [k // g for k in first],
                       [""] * len(first), color="#d62728", open_square=True)],
               title=f"TP=8 over {span} node(s), {8 // span} GPU(s) each"),
-        Panel([Bars(names, parts(r["spread"])),
-               Points(names, parts(r["inside"]), color="#2ca02c")],
-              ylabel="seconds per step (bars: this placement, "
-                     "dots: TP in a node)",
+        Panel([Bars(names, parts(r["spread"]), name="this placement"),
+               Points(names, parts(r["inside"]), name="TP inside a node",
+                      color="#2ca02c")],
+              ylabel="seconds per step",
               title=f"{r['slowdown']:.2f}x slower; one TP all-reduce "
                     f"{r['layer_ratio']:.1f}x (model)")],
         title=f"{system}, {rails} of {g} NIC rails in use")

@@ -128,15 +128,25 @@ class Explorer:
         """ipywidgets controls driving a matplotlib image."""
         import ipywidgets as w
         controls = {k.name: _control(w, k) for k in self.knobs}
-        image = w.Image(format="png")
+        # never wider than the cell (scaled down, never up: a stretched
+        # PNG is blurred)
+        image = w.Image(format="png",
+                        layout=w.Layout(max_width="100%", height="auto"))
 
         def redraw(_change=None) -> None:
-            image.value = png_bytes(self.spec(**{n: c.value for n, c
-                                                 in controls.items()}))
+            png = png_bytes(self.spec(**{n: c.value for n, c
+                                         in controls.items()}))
+            # shown at the size it was drawn (a flex box would stretch it,
+            # blurred, to the notebook's width)
+            image.width = str(int.from_bytes(png[16:20], "big"))
+            image.value = png
         for c in controls.values():
             c.observe(redraw, names="value")
         redraw()
-        return w.VBox([w.HBox(list(controls.values())), image])
+        knobs = w.HBox(list(controls.values()),
+                       layout=w.Layout(flex_flow="row wrap"))
+        return w.VBox([knobs, image],
+                      layout=w.Layout(align_items="flex-start"))
 
     def summary(self) -> str:
         """Plain-text stand-in, stable across runs (nbval compares it)."""
@@ -165,12 +175,14 @@ def _span(values: Sequence[Any]) -> str:
 
 
 def _control(w, k: Knob):
+    # the whole description, however long (the default cuts it at ~80 px)
+    style = {"description_width": "initial"}
     if all(isinstance(v, str) for v in k.values):
         return w.Dropdown(options=list(k.values), value=k.default,
-                          description=k.text)
+                          description=k.text, style=style)
     return w.SelectionSlider(options=[(str(v), v) for v in k.values],
                              value=k.default, description=k.text,
-                             continuous_update=True)
+                             continuous_update=True, style=style)
 
 
 def explore(view: Callable[..., Figure | Panel], knobs: Sequence[Knob], *,

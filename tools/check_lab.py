@@ -1,0 +1,248 @@
+"""Check the live notebooks as a reader meets them in JupyterLab.
+
+Usage (``make test`` runs it where Debian's ``chromium`` is installed):
+
+    .venv/bin/python tools/check_lab.py [book/ch03_ring.ipynb ...] \
+        [--out _build/lab-screenshots]
+
+Starts JupyterLab on 127.0.0.1 (a random token, the app exposed to the
+page), opens each notebook in headless Chromium, runs all cells as a reader
+would (Run > Run All Cells), and fails (exit 1, one line per problem)
+unless, in every notebook:
+
+* every code cell ran, and none shows an error;
+* every image is shown at most at the size it was drawn (a stretched PNG is
+  blurred);
+* every control's description is shown whole (not cut with an ellipsis);
+* moving each live widget's first slider with real mouse clicks redraws
+  its figure (the kernel answers).
+
+Screenshots of each notebook (and of each widget after its slider moved) go
+to ``--out``. Default: every chapter notebook (``book/ch*.ipynb``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from cdp import browser, find_chromium
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# the notebook's panel (a headless page has no focus, so no "current" one)
+NB = ("Array.from(jupyterapp.shell.widgets('main'))"
+      ".find(w => w.context && w.context.path === {path})")
+READY = (f"!!(window.jupyterapp && {NB} && {NB}.context && "
+         f"{NB}.context.isReady && {NB}.sessionContext.session && "
+         f"{NB}.sessionContext.session.kernel && "
+         f"{NB}.sessionContext.session.kernel.status === 'idle')")
+ALL_RAN = (f"{NB}.content.widgets.filter(c => c.model.type === 'code' && "
+           "c.model.sharedModel.getSource().trim())"
+           ".every(c => c.model.executionCount !== null) && "
+           f"{NB}.sessionContext.session.kernel.status === 'idle'")
+ERRORS = (f"{NB}.content.widgets.filter(c => c.model.type === 'code')"
+          ".flatMap(c => Array.from({{length: c.model.outputs.length}},"
+          " (_, i) => c.model.outputs.get(i).toJSON()))"
+          ".filter(o => o.output_type === 'error')"
+          ".map(o => o.ename + ': ' + o.evalue)")
+
+STRETCHED = r"""Array.from(document.querySelectorAll('.jp-Notebook img'))
+  .filter(i => i.complete && i.naturalWidth > 0 &&
+               i.getBoundingClientRect().width > i.naturalWidth * 1.02)
+  .map(i => `${i.naturalWidth} px image shown ${
+              Math.round(i.getBoundingClientRect().width)} px wide`)"""
+CUT_LABELS = r"""Array.from(document.querySelectorAll(
+    '.jp-Notebook .widget-label, .jp-Notebook .widget-label-basic'))
+  .filter(l => l.offsetParent && l.scrollWidth > l.clientWidth + 1)
+  .map(l => `control label cut: ${JSON.stringify(l.textContent)}`)"""
+
+WIDGET = "document.querySelectorAll('.jp-Notebook .widget-vbox')"
+W = WIDGET + "[{i}]"
+HAS_SLIDER = W + ".querySelector('.noUi-base, .widget-slider .ui-slider')"
+SLIDER_BOX = ("(() => {{ const s = " + HAS_SLIDER + "; s.scrollIntoView("
+              "{{block: 'center'}}); const b = s.getBoundingClientRect();"
+              " return [b.left, b.top, b.width, b.height]; }})()")
+IMAGE = ("(() => {{ const i = " + W + ".querySelector('img');"
+         " return i ? i.src.length + ':' + i.src.slice(-64) : ''; }})()")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_lab(port: int, token: str, settings: Path, root: Path
+              ) -> subprocess.Popen:
+    """JupyterLab on loopback over ``root``, every notebook cell kept in the
+    page (no windowing: the check reads what is drawn), no autosave."""
+    ext = settings / "@jupyterlab" / "notebook-extension"
+    ext.mkdir(parents=True)
+    (ext / "tracker.jupyterlab-settings").write_text(
+        json.dumps({"windowingMode": "none"}))
+    news = settings / "@jupyterlab" / "apputils-extension"
+    news.mkdir(parents=True)
+    (news / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false"}))
+    docs = settings / "@jupyterlab" / "docmanager-extension"
+    docs.mkdir(parents=True)
+    (docs / "plugin.jupyterlab-settings").write_text(
+        json.dumps({"autosave": False}))
+    cmd = [str(Path(sys.executable).parent / "jupyter"), "lab",
+           "--no-browser", "--expose-app-in-browser",
+           f"--ServerApp.port={port}", "--ServerApp.ip=127.0.0.1",
+           "--ServerApp.port_retries=0",
+           f"--IdentityProvider.token={token}",
+           f"--LabApp.user_settings_dir={settings}",
+           # a workspace of its own: no tabs restored from a reader's
+           f"--LabApp.workspaces_dir={settings / 'workspaces'}",
+           f"--ServerApp.root_dir={root}"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    url = f"http://127.0.0.1:{port}/api/status?token={token}"
+    for _ in range(300):
+        try:
+            urllib.request.urlopen(url, timeout=2)
+            return proc
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError("JupyterLab exited at start") from None
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("JupyterLab did not answer in 60 s")
+
+
+def move_sliders(page, name: str, out: Path) -> tuple[int, list[str]]:
+    """Click near the end of each live widget's first slider; its image
+    must change."""
+    moved, bad = 0, []
+    for i in range(page.eval(f"{WIDGET}.length")):
+        if not page.eval(f"!!{HAS_SLIDER.format(i=i)}"):
+            continue
+        before = page.eval(IMAGE.format(i=i))
+        if not before:
+            continue                  # controls without a figure
+        x, y, w, h = page.eval(SLIDER_BOX.format(i=i))
+        time.sleep(0.3)
+        x, y, w, h = page.eval(SLIDER_BOX.format(i=i))
+        for frac in (0.97, 0.03):
+            page.click(x + frac * w, y + h / 2)
+            if page.wait(f"{IMAGE.format(i=i)} !== {json.dumps(before)}",
+                         20):
+                break
+        else:
+            bad.append(f"widget {i}: slider moved, figure not redrawn")
+        moved += 1
+        box = page.eval(f"(() => {{ const b = {W.format(i=i)}"
+                        ".getBoundingClientRect(); return {x: b.left + "
+                        "scrollX, y: b.top + scrollY, width: b.width, "
+                        "height: b.height}; })()")
+        page.screenshot(out / f"{name}-widget{i}.png", box)
+    return moved, bad
+
+
+def check_notebook(page, port: int, token: str, nb: Path, out: Path
+                   ) -> tuple[list[str], str]:
+    rel = f"book/{nb.name}"
+    page.call("Page.navigate",
+              url=f"http://127.0.0.1:{port}/lab/tree/{rel}?token={token}")
+    path = json.dumps(rel)
+    if not page.wait(READY.format(path=path), 120):
+        return ["the notebook or its kernel did not become ready"], ""
+    nb_ = NB.format(path=path)
+    page.eval(f"jupyterapp.shell.activateById({nb_}.id)")
+    # "Run All Cells" runs the current notebook: make sure it is this one
+    if not page.wait(f"jupyterapp.shell.currentWidget === {nb_}", 20):
+        return ["the notebook could not be made the current one"], ""
+    # not awaited: a chapter that runs real ranks takes longer than one
+    # DevTools call may wait
+    page.eval("(jupyterapp.commands.execute('notebook:run-all-cells'), 0)")
+    # Run All stops at an error: stop waiting then too
+    if not page.wait(f"({ALL_RAN.format(path=path)}) || "
+                     f"{ERRORS.format(path=path)}.length > 0", 300) or \
+            page.eval(f"{ERRORS.format(path=path)}.length > 0"):
+        page.screenshot(out / f"{nb.stem}-stuck.png")
+        left = page.eval(
+            f"{nb_}.content.widgets.map((c, i) => [i, c.model.type, "
+            "c.model.executionCount]).filter(x => x[1] === 'code' && "
+            "x[2] === null).map(x => x[0])")
+        errors = page.eval(ERRORS.format(path=path))
+        return [f"cells {left} did not run (an error, or 300 s passed)"
+                ] + [f"error output: {e}" for e in errors], ""
+    time.sleep(1.5)                   # outputs and widget views render
+    bad = [f"error output: {e}" for e in page.eval(ERRORS.format(path=path))]
+    bad += page.eval(STRETCHED)
+    bad += page.eval(CUT_LABELS)
+    moved, wbad = move_sliders(page, nb.stem, out)
+    bad += wbad
+    page.eval(f"{nb_}.content.node.scrollTop = 0")
+    page.screenshot(out / f"{nb.stem}.png")
+    # leave no kernel behind, and nothing written back to the notebook
+    page.eval(f"{nb_}.context.model.dirty = false")
+    page.eval(f"({nb_}.sessionContext.shutdown(), 0)")
+    time.sleep(1)
+    page.eval(f"{nb_}.dispose()")
+    return bad, f"{moved} slider(s) moved"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("notebooks", nargs="*", type=Path)
+    ap.add_argument("--out", default="_build/lab-screenshots")
+    ap.add_argument("--chromium", default=find_chromium())
+    args = ap.parse_args(argv)
+    if not args.chromium:
+        print("check_lab: SKIPPED, no chromium on PATH (apt-get install "
+              "chromium)")
+        return 0
+    notebooks = args.notebooks or sorted((ROOT / "book").glob("ch*.ipynb"))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    port, token = free_port(), secrets.token_hex(16)
+    failed = 0
+    with tempfile.TemporaryDirectory(prefix="check-lab-") as tmp:
+        # JupyterLab runs on a copy: nothing it does is written back
+        for part in ("book", "labs", "benchmarks"):   # what chapters run
+            shutil.copytree(ROOT / part, Path(tmp) / "root" / part,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        lab = start_lab(port, token, Path(tmp) / "settings",
+                        Path(tmp) / "root")
+        try:
+            with browser(args.chromium, offline=False) as page:
+                page.call("Emulation.setDeviceMetricsOverride", width=1280,
+                          height=1000, deviceScaleFactor=1, mobile=False)
+                for nb in notebooks:
+                    bad, summary = check_notebook(page, port, token, nb, out)
+                    if bad:
+                        failed += 1
+                        for b in bad:
+                            print(f"FAIL {nb.name}: {b}")
+                    else:
+                        print(f"ok   {nb.name}: every cell ran; {summary}")
+        finally:
+            os.killpg(lab.pid, 15)
+            try:
+                lab.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(lab.pid, 9)
+                lab.wait(5)
+    print(f"check_lab: {len(notebooks) - failed} of {len(notebooks)} "
+          f"notebooks pass; screenshots in {out}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
