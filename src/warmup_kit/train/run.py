@@ -1,0 +1,192 @@
+"""The measured runs of Chapter 7: bucket size x overlap on real ranks.
+
+:func:`measure` runs on every rank (``launch(measure, n, args=(cfg,))`` or
+under mpirun): a sweep of lone all-reduces (the points the host model is
+fitted to), then a few training steps per bucket size, with overlap and
+without, all on one communicator. :func:`predict` feeds the timeline model
+with what the run measured *without* overlap (per-layer compute, forward,
+optimizer) and the fitted cost of each bucket, and predicts both settings.
+``benchmarks/overlap.py`` prints the table; the chapter loads its JSON.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from warmup_kit.collectives import allreduce
+from warmup_kit.comm.base import Comm
+from warmup_kit.measure import fit_host as H
+from warmup_kit.train.buckets import Buckets
+from warmup_kit.train.data import global_batch, shard
+from warmup_kit.train.ddp import DDP
+from warmup_kit.train.mlp import MLP
+from warmup_kit.machine import cores, load_average
+from warmup_kit.train.timeline import (
+    Span, Timeline, cpu_share, ready_positions, step_timeline)
+
+
+@dataclass
+class Config:
+    """The toy job. 8 layers of 512 x 512 float64: 16 MiB of gradients,
+    about as much communication as backward compute on 2 CPU cores."""
+    widths: tuple = (512,) * 9
+    batch_per_rank: int = 64
+    bucket_sizes: tuple = (256 << 10, 1 << 20, 4 << 20, 16 << 20)
+    steps: int = 9                   # timed passes (medians)
+    warmup: int = 2                  # passes dropped
+    lr: float = 0.001
+    seed: int = 0
+    algorithm: str = "ring"
+    timeout_s: float = 120.0
+    #: lone all-reduces the host model is fitted to
+    sweep_bytes: tuple = tuple(4 << (2 * k) for k in range(4, 12))
+    extra: dict = field(default_factory=dict)
+
+
+def _median_index(values) -> int:
+    order = np.argsort(values)
+    return int(order[len(order) // 2])
+
+
+def _lone(comm: Comm, flat: np.ndarray, cfg: Config, alg: str,
+          nbytes: int) -> float:
+    buf = flat[:nbytes // flat.itemsize]
+    comm.barrier(timeout=cfg.timeout_s)
+    t0 = time.perf_counter()
+    allreduce(buf, comm, out=buf, algorithm=alg, timeout=cfg.timeout_s)
+    return time.perf_counter() - t0
+
+
+def measure(comm: Comm, cfg: Config = Config()) -> dict | None:
+    """Every setting on this rank; the record on rank 0 (None elsewhere).
+
+    The settings are interleaved: each pass times one lone all-reduce of
+    every sweep size and one step of every (bucket size, overlap) setting,
+    so that load from elsewhere lands on all of them alike; the first
+    ``cfg.warmup`` passes are dropped.
+    """
+    base = MLP(cfg.widths, seed=cfg.seed)
+    flat = comm.empty(sum(p.size for p in base.params))
+    settings = [(b, o) for b in cfg.bucket_sizes for o in (False, True)]
+    ddps = [DDP(base.copy(), comm, bucket_bytes=b, overlap=o,
+                algorithm=cfg.algorithm, timeout=cfg.timeout_s, flat=flat)
+            for b, o in settings]
+    lone = {(a, nb): [] for a in ("ring", "tree") for nb in cfg.sweep_bytes}
+    steps: list[list] = [[] for _ in settings]
+    batch = cfg.batch_per_rank * comm.size
+    for p in range(cfg.warmup + cfg.steps):
+        for key in lone:
+            dt = _lone(comm, flat, cfg, *key)
+            if p >= cfg.warmup:
+                lone[key].append(dt)
+        x, t = global_batch(p, batch, cfg.widths[0], cfg.widths[-1])
+        x, t = shard(x, comm.rank, comm.size), shard(t, comm.rank, comm.size)
+        for i, ddp in enumerate(ddps):
+            comm.barrier(timeout=cfg.timeout_s)
+            st = ddp.step(x, t, cfg.lr)
+            if p >= cfg.warmup:
+                steps[i].append(st.as_dict())
+    layer_of = [i // 2 for i in range(len(base.params))]
+    runs = [{"bucket_bytes": b, "overlap": o,
+             "bucket_nbytes": ddp.buckets.nbytes,
+             "ready_after": ready_positions(ddp.buckets.members, base.layers,
+                                            layer_of),
+             "steps": st} for (b, o), ddp, st in zip(settings, ddps, steps)]
+    sweep = [{"algorithm": a, "size": nb, "ranks": comm.size,
+              "type": "double", "time_us": float(np.median(ts)) * 1e6}
+             for (a, nb), ts in lone.items()]
+    if comm.rank:
+        return None
+    return {"config": asdict(cfg), "ranks": comm.size, "cores": cores(),
+            "loadavg": load_average(), "sweep": sweep, "runs": runs}
+
+
+def summary(steps: list[dict]) -> dict:
+    """Medians over steps, and the median step itself (for the Gantt)."""
+    keys = ("step_s", "compute_s", "comm_s", "exposed_s", "forward_s",
+            "backward_s", "optimizer_s")
+    med = {k: float(np.median([s[k] for s in steps])) for k in keys}
+    med["median_step"] = steps[_median_index([s["step_s"] for s in steps])]
+    return med
+
+
+def job_collectives(record: dict) -> list[dict]:
+    """The all-reduces of the runs *without* overlap, as ``warmup-bench``
+    rows: each bucket's median time over the steps (nothing computes beside
+    them; the buffers are as cold, and the ranks as skewed, as a real step
+    leaves them)."""
+    rows = []
+    for run in record["runs"]:
+        if run["overlap"]:
+            continue
+        for k, nbytes in enumerate(run["bucket_nbytes"]):
+            ts = [st["buckets"][k][3] - st["buckets"][k][2]
+                  for st in run["steps"]]
+            rows.append({"algorithm": record["config"]["algorithm"],
+                         "size": int(nbytes), "ranks": record["ranks"],
+                         "type": "double",
+                         "time_us": float(np.median(ts)) * 1e6})
+    return rows
+
+
+def host_fit(record: dict, source: str = "job") -> H.HostFit:
+    """The host model (:mod:`warmup_kit.measure.fit_host`) fitted to the
+    job's own bucket all-reduces (``source="job"``, what the timeline model
+    uses) or to the lone all-reduces timed beside the job (``"lone"``: hot
+    caches, no skew between ranks; they under-predict the job's)."""
+    rows = job_collectives(record) if source == "job" else record["sweep"]
+    return H.fit_host(rows, min_bytes=0, ncores=record["cores"])
+
+
+def bucket_costs(fit: H.HostFit, nbytes, n: int, algorithm: str = "ring"
+                 ) -> list[float]:
+    """Predicted seconds of each bucket's all-reduce."""
+    return [H.predict(algorithm, int(b), n, fit) for b in nbytes]
+
+
+def model_inputs(record: dict, bucket_bytes: int) -> dict:
+    """Medians of the run *without* overlap at ``bucket_bytes``: per-layer
+    backward (backward order), forward, optimizer."""
+    run = next(r for r in record["runs"] if r["bucket_bytes"] == bucket_bytes
+               and not r["overlap"])
+    layers = np.array([[e - s for _, s, e in st["layers"]]
+                       for st in run["steps"]])
+    return {"layer_s": [float(v) for v in np.median(layers, axis=0)],
+            "forward_s": float(np.median([s["forward_s"]
+                                          for s in run["steps"]])),
+            "optimizer_s": float(np.median([s["optimizer_s"]
+                                            for s in run["steps"]]))}
+
+
+def predict(record: dict, run: dict, fit: H.HostFit | None = None
+            ) -> Timeline:
+    """The timeline model's step for one measured setting."""
+    fit = fit or host_fit(record)
+    inputs = model_inputs(record, run["bucket_bytes"])
+    cost = bucket_costs(fit, run["bucket_nbytes"], record["ranks"],
+                        record["config"]["algorithm"])
+    return step_timeline(inputs["layer_s"], run["ready_after"], cost,
+                         forward_s=inputs["forward_s"],
+                         optimizer_s=inputs["optimizer_s"],
+                         overlap=run["overlap"],
+                         share=cpu_share(record["cores"], record["ranks"]))
+
+
+def measured_timeline(step: dict) -> Timeline:
+    """A measured step as a :class:`Timeline` (same spans as the model)."""
+    spans = [Span("compute", "forward", 0.0, step["forward_s"])]
+    spans += [Span("compute", f"bwd {j}", s, e)
+              for j, (_, s, e) in enumerate(step["layers"])]
+    spans += [Span("comm", f"bucket {k}", s, e)
+              for k, _, s, e in step["buckets"]]
+    opt0 = step["step_s"] - step["optimizer_s"]
+    spans.append(Span("compute", "optimizer", opt0, step["step_s"]))
+    return Timeline(step["step_s"], step["compute_s"] + step["optimizer_s"],
+                    step["comm_s"], step["exposed_s"], spans)
+
+
+__all__ = ["Buckets", "Config", "bucket_costs", "host_fit",
+           "job_collectives", "measure",
+           "measured_timeline", "model_inputs", "predict", "summary"]
