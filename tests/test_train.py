@@ -160,3 +160,15 @@ def test_timeline_rejects_bad_input():
                                                (6, 2, 1.0)])
 def test_cpu_share(cores, ranks, share):
     assert cpu_share(cores, ranks) == share
+
+
+def test_a_straggler_holds_every_collective_back():
+    # one bucket: the step waits for the slowest rank, then communicates
+    tl = step_timeline(LAYERS, [3], [1.0], lag_s=0.5)
+    assert tl.step_s == pytest.approx(sum(LAYERS) + 0.5 + 1.0)
+    assert tl.exposed_s == pytest.approx(1.5)
+    # with overlap, the lag hides behind later layers too
+    tl = step_timeline(LAYERS, [0, 3], [0.5, 0.0], lag_s=0.5)
+    b0 = next(s for s in tl.spans if s.label == "bucket 0")
+    assert b0.start_s == pytest.approx(2.5)
+    assert tl.step_s == pytest.approx(sum(LAYERS) + 0.5)

@@ -36,6 +36,10 @@ class StepTimes:
         step_s: the whole step.
         layers: ``(layer, start_s, end_s)`` of each backward layer.
         buckets: ``(bucket, ready_s, start_s, end_s)`` of each all-reduce.
+        backward_end: ``time.perf_counter()`` at the end of the backward
+            pass (one clock for every process of the host, so that ranks can
+            compare: :func:`warmup_kit.train.run.measure` takes the lag of
+            the slowest rank from it).
     """
 
     forward_s: float
@@ -47,6 +51,7 @@ class StepTimes:
     loss: float = 0.0
     layers: list = field(default_factory=list)
     buckets: list = field(default_factory=list)
+    backward_end: float = 0.0
 
     @property
     def compute_s(self) -> float:
@@ -136,7 +141,8 @@ class DDP:
             comm_s=sum(e - s for _, _, s, e in spans), exposed_s=t3 - t2,
             optimizer_s=t4 - t3, step_s=t4 - t0, loss=loss,
             layers=[(layer, s - t0, e - t0) for layer, s, e in clock],
-            buckets=[(k, r - t0, s - t0, e - t0) for k, r, s, e in spans])
+            buckets=[(k, r - t0, s - t0, e - t0) for k, r, s, e in spans],
+            backward_end=t2)
 
     def gradients(self) -> list[np.ndarray]:
         """The last step's averaged gradients (copies, forward order)."""

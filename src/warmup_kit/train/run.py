@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from warmup_kit.collectives import allreduce
+from warmup_kit.collectives import all_gather, allreduce
 from warmup_kit.comm.base import Comm
 from warmup_kit.measure import fit_host as H
 from warmup_kit.train.buckets import Buckets
@@ -33,15 +33,17 @@ class Config:
     about as much communication as backward compute on 2 CPU cores."""
     widths: tuple = (512,) * 9
     batch_per_rank: int = 64
-    bucket_sizes: tuple = (256 << 10, 1 << 20, 4 << 20, 16 << 20)
-    steps: int = 9                   # timed passes (medians)
+    #: 16 buckets (every tensor alone), 8 (a layer each), 3, 1 (nothing
+    #: to overlap)
+    bucket_sizes: tuple = (256 << 10, 4 << 20, 8 << 20, 32 << 20)
+    steps: int = 15                  # timed passes (medians)
     warmup: int = 2                  # passes dropped
     lr: float = 0.001
     seed: int = 0
     algorithm: str = "ring"
     timeout_s: float = 120.0
     #: lone all-reduces the host model is fitted to
-    sweep_bytes: tuple = tuple(4 << (2 * k) for k in range(4, 12))
+    sweep_bytes: tuple = tuple(4 << (2 * k) for k in range(5, 12, 2))
     extra: dict = field(default_factory=dict)
 
 
@@ -86,8 +88,12 @@ def measure(comm: Comm, cfg: Config = Config()) -> dict | None:
         for i, ddp in enumerate(ddps):
             comm.barrier(timeout=cfg.timeout_s)
             st = ddp.step(x, t, cfg.lr)
+            # how far the slowest rank's backward ended after this one's
+            ends = all_gather(np.array([st.backward_end]), comm,
+                              timeout=cfg.timeout_s)
             if p >= cfg.warmup:
-                steps[i].append(st.as_dict())
+                steps[i].append(dict(st.as_dict(), lag_s=float(
+                    ends.max() - st.backward_end)))
     layer_of = [i // 2 for i in range(len(base.params))]
     runs = [{"bucket_bytes": b, "overlap": o,
              "bucket_nbytes": ddp.buckets.nbytes,
@@ -115,15 +121,16 @@ def summary(steps: list[dict]) -> dict:
 def job_collectives(record: dict) -> list[dict]:
     """The all-reduces of the runs *without* overlap, as ``warmup-bench``
     rows: each bucket's median time over the steps (nothing computes beside
-    them; the buffers are as cold, and the ranks as skewed, as a real step
-    leaves them)."""
+    them; the buffers are as cold as a real step leaves them), the first
+    bucket's less the lag of the slowest rank."""
     rows = []
     for run in record["runs"]:
         if run["overlap"]:
             continue
         for k, nbytes in enumerate(run["bucket_nbytes"]):
+            # the first bucket also waits for the slowest rank: not its cost
             ts = [st["buckets"][k][3] - st["buckets"][k][2]
-                  for st in run["steps"]]
+                  - (st["lag_s"] if k == 0 else 0.0) for st in run["steps"]]
             rows.append({"algorithm": record["config"]["algorithm"],
                          "size": int(nbytes), "ranks": record["ranks"],
                          "type": "double",
@@ -146,32 +153,57 @@ def bucket_costs(fit: H.HostFit, nbytes, n: int, algorithm: str = "ring"
     return [H.predict(algorithm, int(b), n, fit) for b in nbytes]
 
 
-def model_inputs(record: dict, bucket_bytes: int) -> dict:
-    """Medians of the run *without* overlap at ``bucket_bytes``: per-layer
-    backward (backward order), forward, optimizer."""
+def model_inputs(record: dict, bucket_bytes: int, step: int | None = None
+                 ) -> dict:
+    """What the run *without* overlap at ``bucket_bytes`` measured: per-layer
+    backward (backward order), forward, optimizer, the slowest rank's lag;
+    of pass ``step``, or the medians over the passes."""
     run = next(r for r in record["runs"] if r["bucket_bytes"] == bucket_bytes
                and not r["overlap"])
-    layers = np.array([[e - s for _, s, e in st["layers"]]
-                       for st in run["steps"]])
+    steps = run["steps"] if step is None else [run["steps"][step]]
+    layers = np.array([[e - s for _, s, e in st["layers"]] for st in steps])
     return {"layer_s": [float(v) for v in np.median(layers, axis=0)],
-            "forward_s": float(np.median([s["forward_s"]
-                                          for s in run["steps"]])),
+            "lag_s": float(np.median([s["lag_s"] for s in steps])),
+            "forward_s": float(np.median([s["forward_s"] for s in steps])),
             "optimizer_s": float(np.median([s["optimizer_s"]
-                                            for s in run["steps"]]))}
+                                            for s in steps]))}
 
 
-def predict(record: dict, run: dict, fit: H.HostFit | None = None
-            ) -> Timeline:
-    """The timeline model's step for one measured setting."""
+def predict(record: dict, run: dict, fit: H.HostFit | None = None,
+            step: int | None = None) -> Timeline:
+    """The timeline model's step for one measured setting, fed by pass
+    ``step`` of the run without overlap (None: the medians of all)."""
     fit = fit or host_fit(record)
-    inputs = model_inputs(record, run["bucket_bytes"])
+    inputs = model_inputs(record, run["bucket_bytes"], step)
     cost = bucket_costs(fit, run["bucket_nbytes"], record["ranks"],
                         record["config"]["algorithm"])
     return step_timeline(inputs["layer_s"], run["ready_after"], cost,
                          forward_s=inputs["forward_s"],
                          optimizer_s=inputs["optimizer_s"],
-                         overlap=run["overlap"],
+                         lag_s=inputs["lag_s"], overlap=run["overlap"],
                          share=cpu_share(record["cores"], record["ranks"]))
+
+
+def compare(record: dict, run: dict, fit: H.HostFit | None = None) -> dict:
+    """Measured medians beside the model's, pass by pass: each pass's steps
+    ran back to back, so the model of pass i (fed by that pass's step
+    without overlap) faces the load the measured step of pass i faced.
+
+    Returns:
+        the measured medians (:func:`summary`), ``model_step_s`` and
+        ``model_exposed_s`` (medians over the passes), ``error`` (model /
+        measured - 1 of the median steps), and ``median_pass`` with the
+        measured step and the model's :class:`Timeline` of that pass.
+    """
+    fit = fit or host_fit(record)
+    models = [predict(record, run, fit, i) for i in range(len(run["steps"]))]
+    out = summary(run["steps"])
+    out["model_step_s"] = float(np.median([m.step_s for m in models]))
+    out["model_exposed_s"] = float(np.median([m.exposed_s for m in models]))
+    out["error"] = out["model_step_s"] / out["step_s"] - 1
+    i = _median_index([s["step_s"] for s in run["steps"]])
+    out["median_pass"] = {"measured": run["steps"][i], "model": models[i]}
+    return out
 
 
 def measured_timeline(step: dict) -> Timeline:
@@ -187,6 +219,42 @@ def measured_timeline(step: dict) -> Timeline:
                     step["comm_s"], step["exposed_s"], spans)
 
 
-__all__ = ["Buckets", "Config", "bucket_costs", "host_fit",
+
+
+def what_if(record: dict, bucket_bytes: int, *, overlap: bool = True,
+            share: float | None = None, latency_s: float = 0.0,
+            fit: H.HostFit | None = None) -> Timeline:
+    """The model's step for any bucket cap, fed by the run's medians
+    without overlap (per-layer compute, forward, optimizer, lag).
+
+    Args:
+        bucket_bytes: the cap (buckets as :class:`Buckets` forms them).
+        share: compute and communication speed while both run (default:
+            this machine's, :func:`cpu_share`; 1 for a GPU's engines).
+        latency_s: added to every bucket's fitted cost (a slower launch or
+            network round trip: what makes small buckets expensive).
+    """
+    fit = fit or host_fit(record)
+    cfg = record["config"]
+    model = MLP(cfg["widths"], seed=0)
+    b = Buckets(model.shapes, bucket_bytes)
+    big = max(r["bucket_bytes"] for r in record["runs"])
+    inputs = model_inputs(record, big)
+    cost = [c + latency_s for c in bucket_costs(fit, b.nbytes,
+                                                record["ranks"],
+                                                cfg["algorithm"])]
+    share = cpu_share(record["cores"], record["ranks"]) if share is None \
+        else share
+    return step_timeline(
+        inputs["layer_s"], ready_positions(b.members, model.layers,
+                                           [i // 2 for i in
+                                            range(len(model.params))]),
+        cost, forward_s=inputs["forward_s"],
+        optimizer_s=inputs["optimizer_s"], lag_s=inputs["lag_s"],
+        overlap=overlap, share=share)
+
+
+__all__ = ["Buckets", "Config", "bucket_costs", "compare", "host_fit",
            "job_collectives", "measure",
-           "measured_timeline", "model_inputs", "predict", "summary"]
+           "measured_timeline", "model_inputs", "predict", "summary",
+           "what_if"]

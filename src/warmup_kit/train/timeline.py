@@ -8,7 +8,8 @@ channel runs the buckets in issue order: bucket ``k`` starts when it is full
 free, and lasts its cost. The step is the forward pass, then the later of
 the backward pass's end and the last bucket's end, then the optimizer; the
 exposed communication is how far the last bucket ends after the backward
-pass. On a CPU the two threads of a rank share its cores: while both run,
+pass. A straggler (``lag_s``) holds every collective back until the slowest
+rank has issued it. On a CPU the two threads of a rank share its cores: while both run,
 each goes at ``share`` of its speed (processor sharing, :func:`cpu_share`);
 on a GPU the collective runs on other engines and ``share`` is 1. Two
 limits hold by construction (and are tested): with one bucket nothing
@@ -46,7 +47,7 @@ class Timeline:
 def step_timeline(layer_s: Sequence[float], ready_after: Sequence[int],
                   cost_s: Sequence[float], *, forward_s: float = 0.0,
                   optimizer_s: float = 0.0, overlap: bool = True,
-                  share: float = 1.0) -> Timeline:
+                  share: float = 1.0, lag_s: float = 0.0) -> Timeline:
     """The model's step.
 
     Args:
@@ -61,6 +62,8 @@ def step_timeline(layer_s: Sequence[float], ready_after: Sequence[int],
             (1: separate engines, a GPU's SMs and its copy engines or
             NVLink DMA; 0.5: two threads taking turns on one core, see
             :func:`cpu_share`).
+        lag_s: how far the slowest rank runs behind this one (a straggler):
+            a collective cannot start before every rank has issued it.
 
     Returns:
         :class:`Timeline` with one span per layer and per bucket.
@@ -82,28 +85,35 @@ def step_timeline(layer_s: Sequence[float], ready_after: Sequence[int],
     c_start, m_start = t, None
     while j < n_layers or k < n_buckets:
         computing = j < n_layers
-        talking = (k < n_buckets and ready[k] is not None)
+        talking = (k < n_buckets and ready[k] is not None
+                   and ready[k] <= t + 1e-15)
+        if k < n_buckets and ready[k] is not None and not talking \
+                and not computing:
+            t = ready[k]                             # wait for a straggler
+            continue
         if talking and m_start is None:
             m_start = t
         rate = share if computing and talking else 1.0
         dt_c = left_c / rate if computing else float("inf")
         dt_m = left_m / rate if talking else float("inf")
-        dt = min(dt_c, dt_m)
+        dt_r = (ready[k] - t if k < n_buckets and ready[k] is not None
+                and not talking else float("inf"))   # a bucket becomes due
+        dt = min(dt_c, dt_m, dt_r)
         t += dt
         if computing:
             left_c -= dt * rate
         if talking:
             left_m -= dt * rate
-        if talking and dt_m <= dt_c:                 # a bucket is done
+        if talking and dt_m <= min(dt_c, dt_r):      # a bucket is done
             spans.append(Span("comm", f"bucket {k}", m_start, t))
             k, m_start = k + 1, None
             left_m = cost_s[k] if k < n_buckets else 0.0
-        if computing and dt_c <= dt_m:               # a layer is done
+        if computing and dt_c <= min(dt_m, dt_r):    # a layer is done
             spans.append(Span("compute", f"bwd {j}", c_start, t))
             for b in range(n_buckets):
                 if ready[b] is None and (ready_after[b] == j if overlap
                                          else j == n_layers - 1):
-                    ready[b] = t
+                    ready[b] = t + lag_s
             j, c_start = j + 1, t
             left_c = layer_s[j] if j < n_layers else 0.0
     backward_end = max([s.end_s for s in spans if s.label.startswith("bwd")]
