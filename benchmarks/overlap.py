@@ -46,25 +46,6 @@ from warmup_kit.units import human_bytes  # noqa: E402
 MAX_ERROR = 0.25
 
 
-def rows(record: dict) -> list[dict]:
-    """One row per setting: measured medians and the model's prediction."""
-    fit = R.host_fit(record)
-    out = []
-    for run in record["runs"]:
-        c = R.compare(record, run, fit)
-        out.append({"bucket_bytes": run["bucket_bytes"],
-                    "overlap": run["overlap"],
-                    "buckets": len(run["bucket_nbytes"]),
-                    "step_ms": c["step_s"] * 1e3,
-                    "compute_ms": c["compute_s"] * 1e3,
-                    "comm_ms": c["comm_s"] * 1e3,
-                    "exposed_ms": c["exposed_s"] * 1e3,
-                    "model_step_ms": c["model_step_s"] * 1e3,
-                    "model_exposed_ms": c["model_exposed_s"] * 1e3,
-                    "error": c["error"]})
-    return out
-
-
 def table(record: dict) -> list[str]:
     n, c = record["ranks"], record["cores"]
     fit = R.host_fit(record).as_dict()
@@ -80,7 +61,7 @@ def table(record: dict) -> list[str]:
         f"  {'bucket':>8} {'overlap':>7} {'#':>3} {'step ms':>8} "
         f"{'compute':>8} {'comm':>7} {'exposed':>8} | {'model step':>10} "
         f"{'exposed':>8} {'error':>7}"]
-    for r in rows(record):
+    for r in R.table_rows(record):
         lines.append(
             f"  {human_bytes(r['bucket_bytes']):>8} "
             f"{'on' if r['overlap'] else 'off':>7} {r['buckets']:>3} "
@@ -118,7 +99,8 @@ def main(argv=None) -> int:
         args.json.write_text(json.dumps({"command": " ".join(
             ["python", "benchmarks/overlap.py"] + (argv or sys.argv[1:])),
             "records": records}) + "\n")
-    worst = max(abs(r["error"]) for rec in records for r in rows(rec))
+    worst = max(abs(r["error"]) for rec in records
+                for r in R.table_rows(rec))
     print(f"worst model error {worst:.0%} (limit {MAX_ERROR:.0%})")
     if args.check and worst > MAX_ERROR:
         print("CHECK FAILED: the timeline model misses a measured step by "

@@ -221,6 +221,25 @@ def measured_timeline(step: dict) -> Timeline:
 
 
 
+def table_rows(record: dict) -> list[dict]:
+    """One row per setting: measured medians and the model's prediction."""
+    fit = host_fit(record)
+    out = []
+    for run in record["runs"]:
+        c = compare(record, run, fit)
+        out.append({"bucket_bytes": run["bucket_bytes"],
+                    "overlap": run["overlap"],
+                    "buckets": len(run["bucket_nbytes"]),
+                    "step_ms": c["step_s"] * 1e3,
+                    "compute_ms": c["compute_s"] * 1e3,
+                    "comm_ms": c["comm_s"] * 1e3,
+                    "exposed_ms": c["exposed_s"] * 1e3,
+                    "model_step_ms": c["model_step_s"] * 1e3,
+                    "model_exposed_ms": c["model_exposed_s"] * 1e3,
+                    "error": c["error"]})
+    return out
+
+
 def what_if(record: dict, bucket_bytes: int, *, overlap: bool = True,
             share: float | None = None, latency_s: float = 0.0,
             fit: H.HostFit | None = None) -> Timeline:
@@ -255,6 +274,7 @@ def what_if(record: dict, bucket_bytes: int, *, overlap: bool = True,
 
 
 __all__ = ["Buckets", "Config", "bucket_costs", "compare", "host_fit",
+           "table_rows",
            "job_collectives", "measure",
            "measured_timeline", "model_inputs", "predict", "summary",
            "what_if"]

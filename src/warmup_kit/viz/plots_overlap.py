@@ -115,3 +115,33 @@ def bucket_widget_data(record: dict, caps_mib: Sequence[float] = (
                         timelines[(cap, engines, lat)] = tl
                 curve[(engines, lat, overlap)] = steps
     return curve, timelines
+
+
+BUDGET = ("model FLOPs at peak (MFU)", "kernels below peak", "recompute",
+          "tensor-parallel comm", "pipeline bubble", "pipeline p2p",
+          "exposed DP comm", "optimizer")
+
+
+def mfu_budget(result, model, recompute: str = "full") -> dict:
+    """Where a step's time goes, as fractions that add up to 1, from a
+    :func:`warmup_kit.parallelism.step.iteration_time` result: the model's
+    FLOPs at peak speed (the MFU), the rest of the compute (kernels below
+    peak, recomputed forward passes), then each mechanism's share."""
+    p, total = result.parts, result.total_s
+    mfu = result.mfu
+    redo = mfu * (model.flops_per_sample(recompute)
+                  / model.flops_per_sample("none") - 1)
+    out = dict(zip(BUDGET, (
+        mfu, p["compute"] / total - mfu - redo, redo,
+        p["tp_comm"] / total, (p["pp_bubble"] + p["pp_imbalance"]) / total,
+        p["pp_p2p"] / total, p["dp_exposed"] / total,
+        p["optimizer"] / total)))
+    return out
+
+
+def budget_panel(budgets: dict, title: str) -> Panel:
+    """Stacked reading of :func:`mfu_budget`: one bar group per layout."""
+    names = list(budgets)
+    return Panel([Bars(list(BUDGET), [100 * budgets[n][k] for k in BUDGET],
+                       name=n) for n in names],
+                 title=title, ylabel="% of the step")
