@@ -255,8 +255,10 @@ def what_if(record: dict, bucket_bytes: int, *, overlap: bool = True,
     """
     fit = fit or host_fit(record)
     cfg = record["config"]
-    model = MLP(cfg["widths"], seed=0)
-    b = Buckets(model.shapes, bucket_bytes)
+    widths = cfg["widths"]
+    shapes = [s for a, b in zip(widths[:-1], widths[1:]) for s in ((a, b),
+                                                                   (b,))]
+    b = Buckets(shapes, bucket_bytes)
     big = max(r["bucket_bytes"] for r in record["runs"])
     inputs = model_inputs(record, big)
     cost = [c + latency_s for c in bucket_costs(fit, b.nbytes,
@@ -265,9 +267,9 @@ def what_if(record: dict, bucket_bytes: int, *, overlap: bool = True,
     share = cpu_share(record["cores"], record["ranks"]) if share is None \
         else share
     return step_timeline(
-        inputs["layer_s"], ready_positions(b.members, model.layers,
+        inputs["layer_s"], ready_positions(b.members, len(widths) - 1,
                                            [i // 2 for i in
-                                            range(len(model.params))]),
+                                            range(len(shapes))]),
         cost, forward_s=inputs["forward_s"],
         optimizer_s=inputs["optimizer_s"], lag_s=inputs["lag_s"],
         overlap=overlap, share=share)
