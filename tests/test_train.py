@@ -2,6 +2,8 @@
 timeline model's limits (tests/test_train_ranks.py runs real ranks)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -172,3 +174,33 @@ def test_a_straggler_holds_every_collective_back():
     b0 = next(s for s in tl.spans if s.label == "bucket 0")
     assert b0.start_s == pytest.approx(2.5)
     assert tl.step_s == pytest.approx(sum(LAYERS) + 0.5)
+
+
+# ------------------------------------------------------------ the stored run
+STORED = Path(__file__).resolve().parents[1] \
+    / "book" / "data" / "overlap.json"
+
+
+def _stored():
+    import json
+    if not STORED.exists():
+        pytest.skip("no stored run")
+    return json.loads(STORED.read_text())["records"]
+
+
+def test_stored_run_through_the_model():
+    from warmup_kit.train import run as R
+    for rec in _stored():
+        rows = R.table_rows(rec)
+        assert len(rows) == 2 * len(rec["config"]["bucket_sizes"])
+        assert all(np.isfinite(r["error"]) for r in rows)
+        assert len(R.job_collectives(rec)) == sum(
+            len(r["bucket_nbytes"]) for r in rec["runs"] if not r["overlap"])
+        # one bucket: overlap changes nothing; free of shared cores, more
+        # buckets never lose to one
+        one_on = R.what_if(rec, 64 << 20, overlap=True)
+        one_off = R.what_if(rec, 64 << 20, overlap=False)
+        assert one_on.step_s == pytest.approx(one_off.step_s)
+        gpu = R.what_if(rec, 4 << 20, share=1.0)
+        assert gpu.step_s <= one_off.step_s + 1e-12
+        assert gpu.exposed_s < one_off.exposed_s

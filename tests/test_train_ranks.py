@@ -87,3 +87,37 @@ def test_fsdp_moves_three_halves_of_dp(transport, n):
     assert fsdp / dp == pytest.approx(1.5, rel=0.02)
     for r in ranks:                               # 1/N of the parameters
         assert r["shard_bytes"] * n == padded
+
+
+@pytest.mark.multiproc
+@pytest.mark.timeout(LAUNCH_TIMEOUT_S + 60)
+@pytest.mark.parametrize("transport", ["sockets", "shm"])
+def test_measured_steps_are_well_formed(transport):
+    """The benchmark's measurement on a tiny job: every setting, every step
+    with its layer and bucket spans in order; no timing is asserted."""
+    from warmup_kit.train import run as R
+    cfg = R.Config(widths=(16, 32, 32, 8), batch_per_rank=4,
+                   bucket_sizes=(1024, 1 << 20), steps=3, warmup=1,
+                   sweep_bytes=(1024, 8192), timeout_s=30.0)
+    rec = wk.launch(R.measure, 2, args=(cfg,), transport=transport,
+                    timeout=LAUNCH_TIMEOUT_S)[0]
+    assert rec["ranks"] == 2 and len(rec["runs"]) == 4
+    assert len(rec["sweep"]) == 4
+    for run in rec["runs"]:
+        assert len(run["steps"]) == 3
+        assert len(run["ready_after"]) == len(run["bucket_nbytes"])
+        assert sum(run["bucket_nbytes"]) == 8 * (16 * 32 + 32 + 32 * 32 + 32
+                                                 + 32 * 8 + 8)
+        for st in run["steps"]:
+            assert [layer for layer, _, _ in st["layers"]] == [2, 1, 0]
+            assert st["lag_s"] >= 0
+            assert [b[0] for b in st["buckets"]] == list(
+                range(len(run["bucket_nbytes"])))
+            for _, ready, start, end in st["buckets"]:
+                assert start <= end <= st["step_s"]
+                assert ready <= start + 1e-3 or not run["overlap"]
+            ends = [b[3] for b in st["buckets"]]
+            assert ends == sorted(ends)               # one stream, in order
+            if not run["overlap"]:                    # after the backward
+                assert st["buckets"][0][2] >= st["layers"][-1][2]
+    assert len(R.table_rows(rec)) == 4
