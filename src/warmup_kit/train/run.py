@@ -1,17 +1,20 @@
 """The measured runs of Chapter 7: bucket size x overlap on real ranks.
 
-:func:`measure` runs on every rank (``launch(measure, n, args=(cfg,))`` or
-under mpirun): a sweep of lone all-reduces (the points the host model is
-fitted to), then a few training steps per bucket size, with overlap and
-without, all on one communicator. :func:`predict` feeds the timeline model
-with what the run measured *without* overlap (per-layer compute, forward,
-optimizer) and the fitted cost of each bucket, and predicts both settings.
-``benchmarks/overlap.py`` prints the table; the chapter loads its JSON.
+:func:`measure` runs on every rank (``launch(measure, n, args=(cfg,))``, or
+on an :class:`~warmup_kit.comm.MPIComm` under mpirun): in each pass, one lone
+all-reduce of each sweep size (for comparison: hot caches, ranks lined up)
+and one training step of every (bucket cap, overlap) setting, all on one
+communicator. :func:`compare` feeds the timeline model, pass by pass, with
+what the step *without* overlap measured (per-layer compute, forward,
+optimizer, the slowest rank's lag) and each bucket's cost from the host
+model fitted to the job's own bucket all-reduces (:func:`host_fit`), and
+predicts both settings. ``benchmarks/overlap.py`` prints the table; the
+chapter loads its JSON (``book/data/overlap.json``).
 """
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -44,7 +47,6 @@ class Config:
     timeout_s: float = 120.0
     #: lone all-reduces the host model is fitted to
     sweep_bytes: tuple = tuple(4 << (2 * k) for k in range(5, 12, 2))
-    extra: dict = field(default_factory=dict)
 
 
 def _median_index(values) -> int:
@@ -61,7 +63,7 @@ def _lone(comm: Comm, flat: np.ndarray, cfg: Config, alg: str,
     return time.perf_counter() - t0
 
 
-def measure(comm: Comm, cfg: Config = Config()) -> dict | None:
+def measure(comm: Comm, cfg: Config | None = None) -> dict | None:
     """Every setting on this rank; the record on rank 0 (None elsewhere).
 
     The settings are interleaved: each pass times one lone all-reduce of
@@ -69,6 +71,7 @@ def measure(comm: Comm, cfg: Config = Config()) -> dict | None:
     so that load from elsewhere lands on all of them alike; the first
     ``cfg.warmup`` passes are dropped.
     """
+    cfg = cfg or Config()
     base = MLP(cfg.widths, seed=cfg.seed)
     flat = comm.empty(sum(p.size for p in base.params))
     settings = [(b, o) for b in cfg.bucket_sizes for o in (False, True)]

@@ -71,7 +71,8 @@ def bucket_view(curve: dict, timelines: dict, bucket_mib: float,
     right = Panel([Line(caps, off, name="overlap off", dash=True),
                    Line(caps, on, name="overlap on", markers=True),
                    Points([bucket_mib], [on[i]], [f"{on[i]:.0f} ms"])],
-                  title="step time against the bucket cap",
+                  title=f"step time vs bucket cap: {engines.split(' (')[0]}, "
+                        f"+{latency_ms:g} ms a bucket",
                   xlabel="bucket cap (MiB)", ylabel="step (ms)", logx=True)
     end = max(max(v) for k, v in curve.items() if k != "caps")
     left = gantt_panel(tl, f"{bucket_mib:g} MiB buckets", end)
