@@ -1,4 +1,4 @@
-"""Overlap of bucketed all-reduce with the backward pass, measured and modelled.
+"""Overlap of bucketed all-reduce with the backward pass: measured, modelled.
 
 Usage::
 

@@ -76,7 +76,8 @@ class Buckets:
         for k, members in enumerate(self.members):
             start = off
             for i in members:
-                self.grads[i] = self.flat[off:off + sizes[i]].reshape(shapes[i])
+                view = self.flat[off:off + sizes[i]]
+                self.grads[i] = view.reshape(shapes[i])
                 self.bucket_of[i] = k
                 off += sizes[i]
             self.slices.append(self.flat[start:off])

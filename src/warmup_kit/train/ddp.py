@@ -87,7 +87,8 @@ class DDP:
                  timeout: float = 60.0, flat: np.ndarray | None = None
                  ) -> None:
         self.model, self.comm = model, comm
-        self.overlap, self.algorithm, self.timeout = overlap, algorithm, timeout
+        self.overlap, self.algorithm = overlap, algorithm
+        self.timeout = timeout
         dtype = model.params[0].dtype
         total = sum(p.size for p in model.params)
         if flat is None:

@@ -160,10 +160,14 @@ def model_inputs(record: dict, bucket_bytes: int, step: int | None = None
                  ) -> dict:
     """What the run *without* overlap at ``bucket_bytes`` measured: per-layer
     backward (backward order), forward, optimizer, the slowest rank's lag;
-    of pass ``step``, or the medians over the passes."""
+    of pass ``step``, or of its median step (not per-layer medians: a
+    preempted layer lands on a different layer in each step, and the
+    medians of the parts add up to less than the median step)."""
     run = next(r for r in record["runs"] if r["bucket_bytes"] == bucket_bytes
                and not r["overlap"])
-    steps = run["steps"] if step is None else [run["steps"][step]]
+    if step is None:
+        step = _median_index([s["step_s"] for s in run["steps"]])
+    steps = [run["steps"][step]]
     layers = np.array([[e - s for _, s, e in st["layers"]] for st in steps])
     return {"layer_s": [float(v) for v in np.median(layers, axis=0)],
             "lag_s": float(np.median([s["lag_s"] for s in steps])),
@@ -175,7 +179,7 @@ def model_inputs(record: dict, bucket_bytes: int, step: int | None = None
 def predict(record: dict, run: dict, fit: H.HostFit | None = None,
             step: int | None = None) -> Timeline:
     """The timeline model's step for one measured setting, fed by pass
-    ``step`` of the run without overlap (None: the medians of all)."""
+    ``step`` of the run without overlap (None: its median step)."""
     fit = fit or host_fit(record)
     inputs = model_inputs(record, run["bucket_bytes"], step)
     cost = bucket_costs(fit, run["bucket_nbytes"], record["ranks"],

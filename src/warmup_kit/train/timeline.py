@@ -8,10 +8,11 @@ channel runs the buckets in issue order: bucket ``k`` starts when it is full
 free, and lasts its cost. The step is the forward pass, then the later of
 the backward pass's end and the last bucket's end, then the optimizer; the
 exposed communication is how far the last bucket ends after the backward
-pass. A straggler (``lag_s``) holds every collective back until the slowest
-rank has issued it. On a CPU the two threads of a rank share its cores: while both run,
-each goes at ``share`` of its speed (processor sharing, :func:`cpu_share`);
-on a GPU the collective runs on other engines and ``share`` is 1. Two
+pass. A straggler (``lag_s``) holds every collective back until the
+slowest rank has issued it. On a CPU the two threads of a rank share its
+cores: while both run, each goes at ``share`` of its speed (processor
+sharing, :func:`cpu_share`); on a GPU the collective runs on other engines
+and ``share`` is 1. Two
 limits hold by construction (and are tested): with one bucket nothing
 overlaps, and with free communication the step is the compute.
 """
