@@ -69,6 +69,10 @@ RULES = [
         "warmup_kit.comm", "warmup_kit.execute", "warmup_kit.collectives",
         "warmup_kit.measure", "warmup_kit.bench", "warmup_kit.viz",
         "mpi4py"))),
+    # the training job runs on any communicator, from the public calls
+    ("warmup_kit.train", lambda m: any(_inside(m, x) for x in (
+        "warmup_kit.execute", "warmup_kit.model", "warmup_kit.parallelism",
+        "warmup_kit.viz", "mpi4py"))),
 ]
 
 
