@@ -72,13 +72,19 @@ def table(record: dict) -> list[str]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
-    ap.add_argument("--transport", choices=("shm", "sockets"), default="shm")
-    ap.add_argument("--steps", type=int, default=R.Config.steps)
+    ap = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--ranks", type=int, nargs="+", default=[2, 4],
+                    help="rank counts to run")
+    ap.add_argument("--transport", choices=("shm", "sockets"), default="shm",
+                    help="how the ranks talk")
+    ap.add_argument("--steps", type=int, default=R.Config.steps,
+                    help="training steps per setting")
+    # (argparse formats help with %: a literal percent sign is %%)
     ap.add_argument("--check", action="store_true",
                     help=f"exit 1 if a prediction misses by > "
-                         f"{MAX_ERROR:.0%}")
+                         f"{MAX_ERROR * 100:.0f}%%")
     ap.add_argument("--json", type=Path, help="write the records here")
     args = ap.parse_args(argv)
     cfg = R.Config(steps=args.steps)
