@@ -72,7 +72,9 @@ def _tiers(s: System, k: int, N: int):
     """(intra class, intra B/s, inter B/s) of one rank's links."""
     intra = "nvlink" if s.nvlink is not None else "pcie"
     bw_intra = (s.nvlink or s.pcie).bytes_per_s
-    return intra, bw_intra, k * s.nic.bytes_per_s
+    nics = k if s.nics_per_node is None else max(
+        1, k * s.nics_per_node // s.gpus_per_node)
+    return intra, bw_intra, nics * s.nic.bytes_per_s
 
 
 def time_s(collective: str, algorithm: str, protocol: str, nbytes: float,
