@@ -12,21 +12,11 @@ A last group smaller than the others is allowed: its ranks own several blocks.
 """
 from __future__ import annotations
 
-import math
-
 from warmup_kit.schedule import Schedule, concat_rounds, merge_rounds
-from warmup_kit.algorithms.ring import (
-    all_gather_rounds, reduce_scatter_rounds)
-
-
-def default_ranks_per_node(n: int) -> int:
-    """A square-ish two-level split: largest divisor of N up to sqrt(N)
-    (N itself when N is prime, which makes one group: a flat ring)."""
-    best = 1
-    for g in range(2, math.isqrt(n) + 1):
-        if n % g == 0:
-            best = g
-    return best if best > 1 else n
+from warmup_kit.algorithms.ring import (  # noqa: F401 (re-exported)
+    all_gather_rounds, default_ranks_per_node, reduce_scatter_rounds)
+from warmup_kit.algorithms.tree import (tree_broadcast_rounds,
+                                        tree_reduce_rounds)
 
 
 def hierarchical_allreduce(n: int, ranks_per_node: int | None = None
@@ -72,8 +62,6 @@ def leader_allreduce(n: int, ranks_per_node: int | None = None) -> Schedule:
     scheme (Chapter 4): few network messages, but all of a node's
     cross-node bytes, 2 (G-1)/G * V, leave through one NIC.
     """
-    from warmup_kit.algorithms.tree import (tree_broadcast_rounds,
-                                            tree_reduce_rounds)
     g = default_ranks_per_node(n) if ranks_per_node is None else ranks_per_node
     if g < 1:
         raise ValueError(f"ranks_per_node must be >= 1, got {g}")

@@ -7,6 +7,7 @@ whatever N is.
 """
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 from warmup_kit.schedule import Schedule, Transfer, merge_rounds
@@ -71,6 +72,16 @@ def all_gather_rounds(members: Sequence[int], blocks: Sequence[Block]
             for k in range(s - 1)]
 
 
+def default_ranks_per_node(n: int) -> int:
+    """A square-ish two-level split: largest divisor of N up to sqrt(N)
+    (N itself when N is prime, which makes one group: a flat ring)."""
+    best = 1
+    for g in range(2, math.isqrt(n) + 1):
+        if n % g == 0:
+            best = g
+    return best if best > 1 else n
+
+
 def rail_ring_allreduce(n: int, ranks_per_node: int | None = None
                         ) -> Schedule:
     """Flat ring all-reduce as NCCL runs it across nodes: one ring per rail.
@@ -84,7 +95,6 @@ def rail_ring_allreduce(n: int, ranks_per_node: int | None = None
     all N ranks: 2 (N-1)/N * V. Same-pair messages of one round travel as
     one transfer.
     """
-    from warmup_kit.algorithms.hierarchical import default_ranks_per_node
     g = default_ranks_per_node(n) if ranks_per_node is None else ranks_per_node
     if g < 1:
         raise ValueError(f"ranks_per_node must be >= 1, got {g}")
