@@ -54,10 +54,11 @@ def stream_s(gpu: GPU, nbytes: float) -> float:
     return nbytes / (gpu.hbm_tbps * 1e12 * gpu.hbm_efficiency)
 
 
-def layer_times(gpu: GPU, *, b: int, s: int, h: int, a: int, ffn: int,
+def layer_times(gpu: GPU, *, b: int, s: int, h: int, a: int, ffn: float,
                 t: int, sequence_parallel: bool = False,
                 flash_attention: bool = False,
-                precision: str = "bf16") -> LayerTimes:
+                precision: str = "bf16",
+                kv_dim: int | None = None) -> LayerTimes:
     """Forward kernel times of one layer for a micro-batch of ``b``.
 
     Args:
@@ -66,11 +67,15 @@ def layer_times(gpu: GPU, *, b: int, s: int, h: int, a: int, ffn: int,
         t: tensor-parallel size (heads and FFN columns split t ways).
         sequence_parallel: norms and dropouts split over the TP group.
         flash_attention: one fused attention kernel, no s x s tensors.
+        kv_dim: width of K and V (grouped-query attention); default ``h``.
+            The QKV GEMM shrinks; the attention core does not (every query
+            head still meets every key).
     """
+    kv = h if kv_dim is None else kv_dim
     bs = b * s
     d = h // a
     heads = a / t
-    gemm = (gemm_s(gpu, bs, 3 * h / t, h, precision=precision)   # QKV
+    gemm = (gemm_s(gpu, bs, (h + 2 * kv) / t, h, precision=precision)  # QKV
             + gemm_s(gpu, bs, h, h / t, precision=precision)     # proj
             + gemm_s(gpu, bs, ffn / t, h, precision=precision)   # FC1
             + gemm_s(gpu, bs, h, ffn / t, precision=precision))  # FC2
