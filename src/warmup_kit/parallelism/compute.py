@@ -72,6 +72,9 @@ def layer_times(gpu: GPU, *, b: int, s: int, h: int, a: int, ffn: float,
             head still meets every key).
     """
     kv = h if kv_dim is None else kv_dim
+    # FP8 training (Transformer Engine, torchao float8) runs the linear
+    # layers' GEMMs in FP8; attention stays in BF16
+    attn_prec = "bf16" if precision == "fp8" else precision
     bs = b * s
     d = h // a
     heads = a / t
@@ -82,12 +85,12 @@ def layer_times(gpu: GPU, *, b: int, s: int, h: int, a: int, ffn: float,
     if flash_attention:
         # causal: about half of the s x s tiles are computed
         flops = 0.5 * 4.0 * b * s * s * d * heads
-        attn = flops / (gpu.peak_flops(precision) * gpu.gemm_efficiency
+        attn = flops / (gpu.peak_flops(attn_prec) * gpu.gemm_efficiency
                         * FLASH_EFFICIENCY)
     else:
         scores = b * heads * s * s
-        attn = (gemm_s(gpu, s, s, d, b * heads, precision)      # QK^T
-                + gemm_s(gpu, s, d, s, b * heads, precision)    # AV
+        attn = (gemm_s(gpu, s, s, d, b * heads, attn_prec)      # QK^T
+                + gemm_s(gpu, s, d, s, b * heads, attn_prec)    # AV
                 # fused scale-mask-softmax r+w, dropout r+w and 1-byte mask
                 + stream_s(gpu, scores * (4 * BYTES + 1)))
     # per bsh element: 2 layer norms (r+w), 2 bias-dropout-adds (2r+w, mask)

@@ -261,8 +261,8 @@ def iteration_time(model: Transformer, cluster: Cluster, *, tp: int, pp: int,
         raise ValueError(f"tp*cp*pp*dp = {world} > {cluster.n_gpus} GPUs")
     if global_batch % (dp * micro_batch):
         raise ValueError("global_batch must be a multiple of dp*micro_batch")
-    if interleave > 1 and model.layers % (pp * interleave):
-        raise ValueError("layers must be a multiple of pp * interleave")
+    if model.layers < pp * interleave:
+        raise ValueError("fewer layers than pp * interleave model chunks")
     if model.heads % tp or model.ffn % tp:
         raise ValueError("heads and ffn must be multiples of tp")
     if cp < 1 or model.seq % cp:
