@@ -119,3 +119,27 @@ def test_search_covers_the_new_axes():
     # pp need not divide 126: 16 stages is a candidate
     assert any(d["pp"] == 16 for d in layouts_nd(
         LLAMA405, 16384, 2048, max_tp=8, micro_batches=(1,)))
+
+
+def test_comm_bound_rule_of_thumb():
+    from warmup_kit.parallelism.axes import comm_bound_tokens
+    # 1e15 FLOP/s against 50 GB/s, bf16 gradients, all-reduce: 13,333
+    assert comm_bound_tokens(1e15, 50e9) == pytest.approx(2 * 2 * 1e15
+                                                          / (6 * 50e9))
+    assert comm_bound_tokens(1e15, 50e9, passes=3) == \
+        pytest.approx(1.5 * comm_bound_tokens(1e15, 50e9))
+
+
+def test_splits_figure_renders():
+    from warmup_kit.viz.plots_parallelism import splits_figure
+    from warmup_kit.viz.widgets import show
+    fig = splits_figure(4)
+    assert len(fig.panels) == 3
+    assert fig.panels[0].traces[0].text[0] == ["GPU 0", "GPU 1", "GPU 2",
+                                               "GPU 3"]
+
+
+def test_cp_rule_of_thumb():
+    from warmup_kit.parallelism.axes import cp_hidden_tokens
+    assert cp_hidden_tokens(1e15, 50e9, hidden=8192, kv_dim=1024) == \
+        pytest.approx(2500.0)

@@ -167,3 +167,36 @@ def test_one_rank_costs_nothing_and_time_is_affine_in_size():
     t1, t2, t3 = (simulate(s, c, k * V).total_s for k in (1, 2, 3))
     assert t2 > t1 > 0
     assert t3 - t2 == pytest.approx(t2 - t1, rel=1e-9)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 8, 33])
+def test_lazy_ring_arrays_equal_its_rounds(n):
+    """The ring's rounds are built on first use; the simulator reads the
+    same transfers as arrays without building them (issue 11, item 5)."""
+    import numpy as np
+    from warmup_kit.algorithms.ring import (all_gather_rounds,
+                                            reduce_scatter_rounds)
+    from warmup_kit.model.simulate import compile_schedule
+    from warmup_kit.schedule import LazyRounds, verify
+    lazy = build("allreduce", "ring", n)
+    assert isinstance(lazy.rounds, LazyRounds) and lazy.steps == 2 * (n - 1)
+    chunks = [(c,) for c in range(n)]
+    eager = Schedule("ring", "allreduce", n, n,
+                     reduce_scatter_rounds(range(n), chunks)
+                     + all_gather_rounds(range(n), chunks))
+    a, b = compile_schedule(lazy), compile_schedule(eager)
+    for f in ("round_of", "src", "dst", "reduce", "flat_transfer",
+              "flat_chunk"):
+        assert np.array_equal(getattr(a, f), getattr(b, f)), f
+    c = cluster("dgx-h100", 8)
+    assert simulate(lazy, c, V).total_s == simulate(eager, c, V).total_s
+    assert lazy.rounds == eager.rounds
+    verify(lazy)
+
+
+def test_first_1024_rank_ring_simulation_is_fast():
+    import time
+    from warmup_kit.algorithms.ring import ring_allreduce
+    t = time.perf_counter()
+    simulate(ring_allreduce(1024), cluster("dgx-h100", 128), 2 ** 30)
+    assert time.perf_counter() - t < 3.0      # 1 s target, slack for CI

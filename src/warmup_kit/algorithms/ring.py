@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from warmup_kit.schedule import Schedule, Transfer, merge_rounds
+from warmup_kit.schedule import LazyRounds, Schedule, Transfer, merge_rounds
 
 Block = tuple[int, ...]
 
@@ -21,11 +21,25 @@ def ring_allreduce(n: int) -> Schedule:
     After the reduce-scatter, rank r holds chunk r summed over every rank;
     the all-gather then passes each finished chunk once around the ring.
     """
-    ranks, chunks = range(n), [(c,) for c in range(n)]
-    rounds = (reduce_scatter_rounds(ranks, chunks)
-              + all_gather_rounds(ranks, chunks))
+    def make():
+        ranks, chunks = range(n), [(c,) for c in range(n)]
+        return (reduce_scatter_rounds(ranks, chunks)
+                + all_gather_rounds(ranks, chunks))
     return Schedule(name="ring", collective="allreduce", ranks=n, chunks=n,
-                    rounds=rounds)
+                    rounds=LazyRounds(2 * (n - 1), make,
+                                      lambda: _ring_arrays(n)))
+
+
+def _ring_arrays(n: int):
+    """The ring all-reduce's transfers as arrays, in the order of its
+    rounds: round k, rank i sends chunk (i - k - 1) mod n (reduce-scatter,
+    k < n - 1) or (i - k) mod n (all-gather) to rank i + 1."""
+    import numpy as np
+    k = np.repeat(np.arange(2 * (n - 1)), n)
+    i = np.tile(np.arange(n), 2 * (n - 1))
+    rs = k < n - 1
+    chunk = np.where(rs, (i - k - 1) % n, (i - (k - (n - 1))) % n)
+    return k, i, (i + 1) % n, rs, chunk
 
 
 def ring_reduce_scatter(n: int) -> Schedule:

@@ -38,7 +38,7 @@ from operator import itemgetter
 import numpy as np
 
 from warmup_kit.model.hardware import Cluster
-from warmup_kit.schedule import Schedule, chunk_sizes
+from warmup_kit.schedule import LazyRounds, Schedule, chunk_sizes
 from warmup_kit.model.topology import (LINK_CLASSES, NET, link_class_ids,
                                       packed)
 
@@ -65,6 +65,14 @@ def compile_schedule(s: Schedule) -> Compiled:
     hit = _COMPILED.get(id(s))
     if hit is not None and hit[0] is s:
         return hit[1]
+    if isinstance(s.rounds, LazyRounds):          # arrays, no tuples
+        r, src, dst, red, chunk = s.rounds.arrays()
+        t = np.arange(len(src))
+        c = Compiled(r, src, dst, red.astype(bool), t, chunk, len(s.rounds))
+        if len(_COMPILED) > 64:
+            _COMPILED.clear()
+        _COMPILED[id(s)] = (s, c)
+        return c
     per_round = np.array([len(r) for r in s.rounds], dtype=np.int64)
     flat = [t for r in s.rounds for t in r]
     # read the transfer tuples with C-level getters: two million of them for
@@ -281,7 +289,8 @@ def critical_latency_s(s: Schedule, cluster: Cluster,
 
 def _targets(s: Schedule, comp: Compiled) -> np.ndarray:
     """Chunk index each carried chunk lands in on the receiver."""
-    if all(t[4] is None for r in s.rounds for t in r):
+    if isinstance(s.rounds, LazyRounds) or \
+            all(t[4] is None for r in s.rounds for t in r):
         return comp.flat_chunk
     return np.fromiter((c for r in s.rounds for t in r for c in t.targets),
                        np.int64, len(comp.flat_chunk))

@@ -111,3 +111,26 @@ def zero_traffic_bytes(params: float, stage: int, dp: int,
     if stage == 0:           # plain DP all-reduces the gradients: 2 passes
         passes = 2 * grad_bytes
     return f * params * passes
+
+
+def comm_bound_tokens(peak_flops: float, bw_bytes_per_s: float, *,
+                      grad_bytes: int = 2, passes: int = 2) -> float:
+    """Tokens per GPU per step below which data parallelism waits for the
+    network (Chapter 1's rule of thumb).
+
+    A step computes 6 P T FLOPs per GPU for P parameters and T tokens; the
+    gradient traffic is about ``passes * grad_bytes * P`` bytes per GPU (2
+    passes for an all-reduce or ZeRO-1/2, 3 for ZeRO-3/FSDP). Equal times
+    at T = passes * grad_bytes * peak / (6 * bw): P cancels.
+    """
+    return passes * grad_bytes * peak_flops / (6 * bw_bytes_per_s)
+
+
+def cp_hidden_tokens(peak_flops: float, bw_bytes_per_s: float, *,
+                     hidden: int, kv_dim: int) -> float:
+    """Tokens per GPU (s / cp) above which ring attention's K/V exchange
+    hides behind attention (Chapter 1's rule of thumb): each step computes
+    about 4 (s/cp)^2 h FLOPs on a block and passes 4 (s/cp) kv_dim bytes
+    (K and V, bf16), so the exchange hides once
+    s/cp >= peak / bw * kv_dim / h."""
+    return peak_flops / bw_bytes_per_s * kv_dim / hidden

@@ -355,12 +355,13 @@ def iteration_time(model: Transformer, cluster: Cluster, *, tp: int, pp: int,
     params_gpu = heavy / tp
     shard_w, shard_g, shard_o = ZERO_SHARDS[zero]
     dpn = shapes["dp"][0]                       # dp * cp ranks share weights
-    if dpn > 1:
-        ar = _allreduce_s(cluster, 4 * params_gpu, shapes["dp"])
-        if zero == 3:                           # + one more weight gather
-            ar += collective_s(cluster, "all_gather", 2 * params_gpu,
-                               shapes["dp"])
-        dp_s = ar
+    if dpn > 1 and zero == 0:     # all-reduce of the fp32 gradients
+        dp_s = _allreduce_s(cluster, 4 * params_gpu, shapes["dp"])
+    elif dpn > 1:                 # reduce-scatter them, all-gather bf16
+        dp_s = (collective_s(cluster, "reduce_scatter", 4 * params_gpu,
+                             shapes["dp"])
+                + (2 if zero == 3 else 1) * collective_s(
+                    cluster, "all_gather", 2 * params_gpu, shapes["dp"]))
     else:
         dp_s = 0.0
     lps = split[0]
