@@ -97,10 +97,10 @@ def splits_figure(n: int = 4) -> Figure:
     whose attention passes K and V blocks around a ring."""
     blocks = range(n)
 
-    def grid(owner, xl, yl, note=""):
+    def grid(owner, xl, yl):
         return Grid(z=[[owner(r, c) / max(1, n - 1) for c in blocks]
                        for r in blocks],
-                    text=[[f"GPU {owner(r, c)}{note}" for c in blocks]
+                    text=[[f"GPU {owner(r, c)}" for c in blocks]
                           for r in blocks],
                     xlabels=[f"{xl} {c}" for c in blocks],
                     ylabels=[f"{yl} {r}" for r in blocks])
@@ -109,6 +109,6 @@ def splits_figure(n: int = 4) -> Figure:
               title="TP: weight W1 (h x 4h), split by columns"),
         Panel([grid(lambda r, c: r, "hidden", "tokens")],
               title="SP: norm/dropout activations (s x h), split by tokens"),
-        Panel([grid(lambda r, c: r, "hidden", "tokens", " (Q; K,V ring)")],
-              title="CP: all activations (s x h), split by tokens")],
+        Panel([grid(lambda r, c: r, "hidden", "tokens")],
+              title="CP: every activation split by tokens; K,V go round")],
         title=f"one transformer layer over {n} GPUs")
