@@ -12,8 +12,11 @@ Three experiments, all on the model (no GPUs, no MPI, about a second):
    NVLink/NIC ratio), and NCCL's model (rings over every NIC rail, NVLS inside a node).
    Then the end-to-end iteration slowdown of a GPT model trained with
    that TP placement.
-2. Hierarchical vs flat all-reduce across islands: the two schedules
-   simulated on 2..16 islands for a large and a small buffer.
+2. Flat vs hierarchical all-reduce across islands, fairly: the textbook
+   lock-step ring, the flat ring as NCCL runs it (a ring per NIC rail,
+   network latency only where it crosses nodes), the hierarchical schedule
+   and one leader per island, on 2..16 islands, for a small and a large
+   buffer, with every NIC and with one NIC per node.
 3. The pipeline bubble vs the number of micro-batches, against (p-1)/m.
 """
 from __future__ import annotations
@@ -24,7 +27,9 @@ import os
 import sys
 
 from warmup_kit.algorithms import build
-from warmup_kit.model.hardware import SYSTEMS, cluster, hierarchy_gbps
+from warmup_kit.model.hardware import (SYSTEMS, cluster, hierarchy_gbps,
+                                      with_nics)
+from warmup_kit.model.twolevel import compare
 from warmup_kit.model.nccl import best
 from warmup_kit.parallelism.step import Transformer, iteration_time
 from warmup_kit.model.simulate import simulate
@@ -80,25 +85,38 @@ def tp_placement(system: str, tp: int = 8) -> dict:
 
 
 def hierarchical_vs_flat(system: str, islands=(2, 4, 8, 16),
-                         sizes=(2 ** 20, 2 ** 30)) -> list[dict]:
-    """Experiment 2: flat ring vs two-level all-reduce, simulated, on 2..16
-    NVLink islands (at most 4 racks of NVL72, to stay fast)."""
+                         sizes=(2 ** 20, 2 ** 30), nics: int | None = None
+                         ) -> list[dict]:
+    """Experiment 2: flat vs two-level all-reduce across 2..16 NVLink
+    islands, simulated fairly (:mod:`warmup_kit.model.twolevel`): the
+    textbook lock-step ring, the flat ring as NCCL runs it (a ring per rail,
+    pipelined), the hierarchical schedule and the one-leader-per-island one.
+    ``nics`` NICs per node (default: one per GPU; 1 = a single rail).
+    Island counts too large to simulate in about a second are skipped."""
+    s = SYSTEMS[system] if nics is None else with_nics(system, nics)
     rows = []
     for k in islands:
         c, g = _islands(system, k)
-        if c.n_gpus > 512:
+        if c.n_gpus * g > 16384:
             continue
-        n = c.n_gpus
-        flat = build("allreduce", "ring", n)
-        hier = build("allreduce", "hierarchical", n, ranks_per_node=g)
         for nbytes in sizes:
-            tf = simulate(flat, c, nbytes).total_s
-            th = simulate(hier, c, nbytes).total_s
-            rows.append({"islands": k, "ranks": n, "nbytes": nbytes,
-                         "flat_ms": tf * 1e3, "hierarchical_ms": th * 1e3,
-                         "speedup": tf / th,
-                         "nccl_busbw_gbps": best("allreduce", nbytes,
-                                                 c).busbw_gbps})
+            t = {r["algorithm"]: r for r in compare(s, k, nbytes)}
+            nccl = t["nccl_model"]
+            rows.append({
+                "islands": k, "ranks": c.n_gpus, "nbytes": nbytes,
+                "textbook_ring_ms": t["ring"]["time_ms"],
+                "nccl_ring_ms": t["rail_ring"]["time_ms"],
+                "hierarchical_ms": t["hierarchical"]["time_ms"],
+                "leader_ms": t["leader"]["time_ms"],
+                "vs_textbook": t["ring"]["time_ms"]
+                / t["hierarchical"]["time_ms"],
+                "vs_nccl_ring": t["rail_ring"]["time_ms"]
+                / t["hierarchical"]["time_ms"],
+                "net_v_per_island": {a: t[a]["net_v_per_node"] for a in
+                                     ("ring", "rail_ring", "hierarchical",
+                                      "leader")},
+                "nccl_model": nccl["variant"],
+                "nccl_busbw_gbps": nccl["busbw_gbps"]})
     return rows
 
 
@@ -122,6 +140,8 @@ def run(system: str) -> dict:
     """All three experiments as one JSON-able dict."""
     return {"system": system, "tp_placement": tp_placement(system),
             "hierarchical_vs_flat": hierarchical_vs_flat(system),
+            "hierarchical_vs_flat_one_rail": hierarchical_vs_flat(
+                system, islands=(2, 16), nics=1),
             "bubble": bubble(system)}
 
 
@@ -144,15 +164,22 @@ def report(res: dict) -> str:
            f"{t['iteration_across_s']:.2f} s: {t['end_to_end_slowdown']:.2f}x"
            f" slower (TP communication {t['tp_comm_share_inside']:.0%} -> "
            f"{t['tp_comm_share_across']:.0%} of the step)",
-           "\n2. all-reduce across NVLink islands (nodes), simulated: flat ring vs "
-           "hierarchical",
-           f"   {'isl.':>5s}{'ranks':>6s}{'size':>9s}{'flat ms':>10s}"
-           f"{'hier ms':>10s}{'speedup':>9s}{'NCCL busbw':>12s}"]
-    for r in res["hierarchical_vs_flat"]:
-        size = f"{r['nbytes'] / 2**20:.0f} MiB"
-        out.append(f"   {r['islands']:5d}{r['ranks']:6d}{size:>9s}"
-                   f"{r['flat_ms']:10.3f}{r['hierarchical_ms']:10.3f}"
-                   f"{r['speedup']:8.1f}x{r['nccl_busbw_gbps']:9.0f} GB/s")
+           "\n2. all-reduce across NVLink islands (nodes), simulated: the "
+           "textbook lock-step ring, NCCL's flat ring (a ring per rail, "
+           "pipelined),\n   hierarchical and one leader per island; "
+           "speedups are hierarchical's"]
+    for key, label in (("hierarchical_vs_flat", "every GPU its own NIC"),
+                       ("hierarchical_vs_flat_one_rail", "one NIC per node")):
+        out.append(f"   {label}:")
+        out.append(f"   {'isl.':>5s}{'ranks':>6s}{'size':>9s}{'textbook':>10s}"
+                   f"{'NCCL ring':>10s}{'hier':>9s}{'leader':>9s}"
+                   f"{'vs text':>9s}{'vs NCCL':>9s}   (ms)")
+        for r in res[key]:
+            size = f"{r['nbytes'] / 2**20:.0f} MiB"
+            out.append(f"   {r['islands']:5d}{r['ranks']:6d}{size:>9s}"
+                       f"{r['textbook_ring_ms']:10.3f}{r['nccl_ring_ms']:10.3f}"
+                       f"{r['hierarchical_ms']:9.3f}{r['leader_ms']:9.3f}"
+                       f"{r['vs_textbook']:8.1f}x{r['vs_nccl_ring']:8.2f}x")
     out.append(f"\n3. pipeline bubble, p = {res['bubble'][0]['pp']} "
                "(bubble / useful work)")
     out.append(f"   {'m':>4s}{'model':>8s}{'(p-1)/m':>9s}{'TFLOP/s':>9s}")
@@ -179,10 +206,12 @@ def plot(res: dict, path: str) -> None:
     big = [r for r in res["hierarchical_vs_flat"]
            if r["nbytes"] == max(x["nbytes"] for x in
                                  res["hierarchical_vs_flat"])]
-    ax[1].plot([r["ranks"] for r in big], [r["flat_ms"] for r in big], "o-",
-               label="flat ring")
-    ax[1].plot([r["ranks"] for r in big], [r["hierarchical_ms"] for r in big],
-               "s-", label="hierarchical")
+    for key, label, mark in (("textbook_ring_ms", "textbook ring", "o:"),
+                             ("nccl_ring_ms", "NCCL flat ring", "o-"),
+                             ("hierarchical_ms", "hierarchical", "s-"),
+                             ("leader_ms", "leader", "^--")):
+        ax[1].plot([r["ranks"] for r in big], [r[key] for r in big], mark,
+                   label=label)
     ax[1].set_xscale("log", base=2)
     ax[1].set_xlabel("ranks")
     ax[1].set_ylabel(f"all-reduce of {big[0]['nbytes'] / 2**20:.0f} MiB (ms)")

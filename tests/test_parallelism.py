@@ -130,9 +130,14 @@ def test_rejects_bad_layouts():
     with pytest.raises(ValueError):
         iteration_time(model, c, tp=8, pp=1, dp=2, global_batch=8,
                        micro_batch=1)
-    with pytest.raises(ValueError):
+    # uneven pipelines are accepted (24 layers over 5 stages: 4,5,5,5,5 -
+    # see test_parallelism_axes.py); a split that does not add up is not
+    with pytest.raises(ValueError, match="layer_split"):
         iteration_time(model, c, tp=1, pp=5, dp=1, global_batch=8,
-                       micro_batch=1)
+                       micro_batch=1, layer_split=(5, 5, 5, 5, 5))
+    with pytest.raises(ValueError, match="fewer layers"):
+        iteration_time(Transformer(4, 2304, 24, 2048, 51200), c, tp=1, pp=5,
+                       dp=1, global_batch=8, micro_batch=1)
 
 
 # Korthikanti et al. 2022, "Reducing Activation Recomputation in Large

@@ -64,12 +64,85 @@ def test_flat_ring_across_nodes_is_nic_bound():
                                             + chunk / nic.bytes_per_s))
 
 
-def test_hierarchical_beats_flat_across_nodes():
+def test_textbook_ring_vs_hierarchical_across_nodes():
+    """Against the lock-step single ring, hierarchy looks 4-8x better..."""
     c = cluster("dgx-h100", 4)
     flat = simulate(build("allreduce", "ring", 32), c, 2 ** 28).total_s
     hier = simulate(build("allreduce", "hierarchical", 32, ranks_per_node=8),
                     c, 2 ** 28).total_s
     assert hier < flat / 3
+
+
+def test_nccl_flat_ring_is_close_to_hierarchical_at_large_sizes():
+    """...but against the flat ring as NCCL runs it (a ring per rail,
+    pipelined) the gap at 256 MiB is tens of percent, not 4x."""
+    c = cluster("dgx-h100", 4)
+    rail = simulate(build("allreduce", "rail_ring", 32, ranks_per_node=8),
+                    c, 2 ** 28, pipelined=True).total_s
+    hier = simulate(build("allreduce", "hierarchical", 32, ranks_per_node=8),
+                    c, 2 ** 28, pipelined=True).total_s
+    assert hier < rail < 1.5 * hier
+
+
+@pytest.mark.parametrize("nodes", [2, 4, 16])
+def test_pipelined_ring_latency_is_nccls_step_count(nodes):
+    """Network latency only on node-crossing hops: 2 * nodes of the
+    2 (N-1) hops cross (NCCL tuning.cc nInterSteps), the rest are NVLink."""
+    c = cluster("dgx-h100", nodes)
+    n = c.n_gpus
+    nv, nic = c.system.nvlink.latency_s, c.system.nic.latency_s
+    want = (2 * (n - 1) - 2 * nodes) * nv + 2 * nodes * nic
+    for alg in ("ring", "rail_ring"):
+        r = simulate(build("allreduce", alg, n, ranks_per_node=8), c, V,
+                     pipelined=True)
+        assert r.latency_s == pytest.approx(want)
+        assert r.total_s == pytest.approx(r.latency_s + r.bandwidth_s)
+
+
+@pytest.mark.parametrize("nodes", [2, 4, 16])
+def test_cross_node_bytes_per_node(nodes):
+    """Per node: flat ring (any number of rails) 2 (N-1)/N V; hierarchical
+    and leader 2 (G-1)/G V, G nodes."""
+    c = cluster("dgx-h100", nodes)
+    n = c.n_gpus
+    per_node = {}
+    for alg in ("ring", "rail_ring", "hierarchical", "leader"):
+        r = simulate(build("allreduce", alg, n, ranks_per_node=8), c, V)
+        per_node[alg] = r.bytes_by_class["net"] / nodes / V
+    assert per_node["ring"] == pytest.approx(2 * (n - 1) / n)
+    assert per_node["rail_ring"] == pytest.approx(2 * (n - 1) / n)
+    assert per_node["hierarchical"] == pytest.approx(2 * (nodes - 1) / nodes)
+    assert per_node["leader"] == pytest.approx(2 * (nodes - 1) / nodes)
+
+
+def test_rail_ring_spreads_over_every_nic_leader_uses_one():
+    c = cluster("dgx-h100", 2)
+    big = 2 ** 30
+    rail = simulate(build("allreduce", "rail_ring", 16, ranks_per_node=8),
+                    c, big, pipelined=True)
+    ring = simulate(build("allreduce", "ring", 16), c, big, pipelined=True)
+    lead = simulate(build("allreduce", "leader", 16, ranks_per_node=8),
+                    c, big, pipelined=True)
+    nic = c.system.nic.bytes_per_s
+    # the single ring's crossing NIC carries 2 (N-1)/N V; rails share it 8 ways
+    assert ring.bandwidth_s == pytest.approx(2 * 15 / 16 * big / nic)
+    assert rail.bandwidth_s < ring.bandwidth_s / 5
+    # the leader's one NIC carries 2 (G-1)/G V = V
+    assert lead.bandwidth_s == pytest.approx(big / nic)
+
+
+def test_single_rail_network_shares_one_nic_per_node():
+    from warmup_kit.model.hardware import Cluster, with_nics
+    one = Cluster(with_nics("dgx-h100", 1), 2)
+    full = cluster("dgx-h100", 2)
+    s = build("allreduce", "rail_ring", 16, ranks_per_node=8)
+    t_one = simulate(s, one, 2 ** 30, pipelined=True).bandwidth_s
+    t_full = simulate(s, full, 2 ** 30, pipelined=True).bandwidth_s
+    assert t_one == pytest.approx(2 * 15 / 16 * 2 ** 30
+                                  / full.system.nic.bytes_per_s)
+    assert t_one > 7 * t_full
+    with pytest.raises(ValueError):
+        with_nics("dgx-h100", 3)
 
 
 def test_placement_changes_cost_and_is_validated():
@@ -94,3 +167,36 @@ def test_one_rank_costs_nothing_and_time_is_affine_in_size():
     t1, t2, t3 = (simulate(s, c, k * V).total_s for k in (1, 2, 3))
     assert t2 > t1 > 0
     assert t3 - t2 == pytest.approx(t2 - t1, rel=1e-9)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 8, 33])
+def test_lazy_ring_arrays_equal_its_rounds(n):
+    """The ring's rounds are built on first use; the simulator reads the
+    same transfers as arrays without building them (issue 11, item 5)."""
+    import numpy as np
+    from warmup_kit.algorithms.ring import (all_gather_rounds,
+                                            reduce_scatter_rounds)
+    from warmup_kit.model.simulate import compile_schedule
+    from warmup_kit.schedule import LazyRounds, verify
+    lazy = build("allreduce", "ring", n)
+    assert isinstance(lazy.rounds, LazyRounds) and lazy.steps == 2 * (n - 1)
+    chunks = [(c,) for c in range(n)]
+    eager = Schedule("ring", "allreduce", n, n,
+                     reduce_scatter_rounds(range(n), chunks)
+                     + all_gather_rounds(range(n), chunks))
+    a, b = compile_schedule(lazy), compile_schedule(eager)
+    for f in ("round_of", "src", "dst", "reduce", "flat_transfer",
+              "flat_chunk"):
+        assert np.array_equal(getattr(a, f), getattr(b, f)), f
+    c = cluster("dgx-h100", 8)
+    assert simulate(lazy, c, V).total_s == simulate(eager, c, V).total_s
+    assert lazy.rounds == eager.rounds
+    verify(lazy)
+
+
+def test_first_1024_rank_ring_simulation_is_fast():
+    import time
+    from warmup_kit.algorithms.ring import ring_allreduce
+    t = time.perf_counter()
+    simulate(ring_allreduce(1024), cluster("dgx-h100", 128), 2 ** 30)
+    assert time.perf_counter() - t < 3.0      # 1 s target, slack for CI

@@ -82,6 +82,55 @@ class Transfer(tuple):
                 f"reduce={self[3]}{extra})")
 
 
+class LazyRounds(Sequence):
+    """A schedule's rounds, made on first use (Chapter 3's ring on 1,024
+    ranks is two million transfers, seconds to build as tuples).
+
+    ``arrays()`` gives the simulator the same transfers as flat arrays
+    (``round_of, src, dst, reduce, chunk``: one chunk per transfer, no
+    ``dst_chunks``) without building them; anything that iterates, indexes
+    or compares the rounds gets the tuples, built once.
+    """
+
+    __slots__ = ("_n", "_make", "_arrays", "_rounds")
+
+    def __init__(self, n_rounds: int, make, arrays) -> None:
+        self._n, self._make, self._arrays = n_rounds, make, arrays
+        self._rounds = None
+
+    def _get(self) -> tuple:
+        if self._rounds is None:
+            self._rounds = tuple(tuple(r) for r in self._make())
+        return self._rounds
+
+    def arrays(self):
+        return self._arrays()
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i):
+        return self._get()[i]
+
+    def __iter__(self):
+        return iter(self._get())
+
+    def __eq__(self, other) -> bool:
+        return tuple(self._get()) == tuple(other)
+
+    def __add__(self, other):
+        return self._get() + tuple(other)
+
+    def __radd__(self, other):
+        return tuple(other) + self._get()
+
+    def __hash__(self) -> int:
+        return hash(self._get())
+
+    def __repr__(self) -> str:
+        return f"LazyRounds({self._n} rounds)"
+
+
 @dataclass(frozen=True)
 class Schedule:
     """A collective algorithm as rounds of transfers.
@@ -107,12 +156,14 @@ class Schedule:
     root: int | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "rounds",
-                           tuple(tuple(rnd) for rnd in self.rounds))
         if self.collective not in COLLECTIVES:
             raise ValueError(f"unknown collective {self.collective!r}")
         if self.ranks < 1 or self.chunks < 1:
             raise ValueError("a schedule needs ranks >= 1 and chunks >= 1")
+        if isinstance(self.rounds, LazyRounds):
+            return          # made by a trusted builder; verify() checks it
+        object.__setattr__(self, "rounds",
+                           tuple(tuple(rnd) for rnd in self.rounds))
         for k, rnd in enumerate(self.rounds):
             if not rnd:
                 continue

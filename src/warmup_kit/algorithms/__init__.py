@@ -13,12 +13,12 @@ from typing import Callable
 from warmup_kit.schedule import ROOTED, Schedule
 from warmup_kit.algorithms.alltoall import direct_all_to_all
 from warmup_kit.algorithms.hierarchical import (
-    default_ranks_per_node, hierarchical_allreduce)
+    default_ranks_per_node, hierarchical_allreduce, leader_allreduce)
 from warmup_kit.algorithms.naive import naive_allreduce
 from warmup_kit.algorithms.recursive import (
     rabenseifner_allreduce, recursive_doubling_allreduce)
 from warmup_kit.algorithms.ring import (
-    ring_all_gather, ring_allreduce, ring_reduce_scatter)
+    rail_ring_allreduce, ring_all_gather, ring_allreduce, ring_reduce_scatter)
 from warmup_kit.algorithms.tree import (
     binomial_broadcast, binomial_gather, binomial_reduce, binomial_scatter,
     double_tree_allreduce, tree_allreduce)
@@ -31,7 +31,12 @@ ALLREDUCE: dict[str, Callable[..., Schedule]] = {
     "recursive_doubling": recursive_doubling_allreduce,
     "rabenseifner": rabenseifner_allreduce,
     "hierarchical": hierarchical_allreduce,
+    "leader": leader_allreduce,
+    "rail_ring": rail_ring_allreduce,
 }
+
+#: algorithms that take ``ranks_per_node`` (the two-level ones)
+TWO_LEVEL: tuple[str, ...] = ("hierarchical", "leader", "rail_ring")
 
 REGISTRY: dict[str, dict[str, Callable[..., Schedule]]] = {
     "allreduce": ALLREDUCE,
@@ -90,7 +95,7 @@ def build(collective: str, algorithm: str, n: int, *, root: int = 0,
         if not 0 <= root < n:
             raise ValueError(f"root {root} out of range for {n} ranks")
         args: tuple = (n, root)
-    elif algorithm == "hierarchical":
+    elif algorithm in TWO_LEVEL:
         args = (n, ranks_per_node)
     else:
         args = (n,)
@@ -99,4 +104,4 @@ def build(collective: str, algorithm: str, n: int, *, root: int = 0,
 
 
 __all__ = ["ALGORITHMS", "REGISTRY", "algorithms_for", "build",
-           "default_algorithm", "default_ranks_per_node"]
+           "default_algorithm", "default_ranks_per_node", "TWO_LEVEL"]

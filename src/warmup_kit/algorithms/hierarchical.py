@@ -12,21 +12,11 @@ A last group smaller than the others is allowed: its ranks own several blocks.
 """
 from __future__ import annotations
 
-import math
-
 from warmup_kit.schedule import Schedule, concat_rounds, merge_rounds
-from warmup_kit.algorithms.ring import (
-    all_gather_rounds, reduce_scatter_rounds)
-
-
-def default_ranks_per_node(n: int) -> int:
-    """A square-ish two-level split: largest divisor of N up to sqrt(N)
-    (N itself when N is prime, which makes one group: a flat ring)."""
-    best = 1
-    for g in range(2, math.isqrt(n) + 1):
-        if n % g == 0:
-            best = g
-    return best if best > 1 else n
+from warmup_kit.algorithms.ring import (  # noqa: F401 (re-exported)
+    all_gather_rounds, default_ranks_per_node, reduce_scatter_rounds)
+from warmup_kit.algorithms.tree import (tree_broadcast_rounds,
+                                        tree_reduce_rounds)
 
 
 def hierarchical_allreduce(n: int, ranks_per_node: int | None = None
@@ -60,3 +50,30 @@ def hierarchical_allreduce(n: int, ranks_per_node: int | None = None
     rounds = concat_rounds(intra_rs, merge_rounds(*cross), intra_ag)
     return Schedule(name="hierarchical", collective="allreduce", ranks=n,
                     chunks=g * n_groups, rounds=rounds)
+
+
+def leader_allreduce(n: int, ranks_per_node: int | None = None) -> Schedule:
+    """Two-level all-reduce through one representative per node.
+
+    Inside each group of ``ranks_per_node`` ranks, a binary tree reduces the
+    whole buffer to the group's first rank (its leader); the leaders run a
+    ring all-reduce among themselves; a binary tree broadcasts the result
+    back down each group. The textbook "one representative per island"
+    scheme (Chapter 4): few network messages, but all of a node's
+    cross-node bytes, 2 (G-1)/G * V, leave through one NIC.
+    """
+    g = default_ranks_per_node(n) if ranks_per_node is None else ranks_per_node
+    if g < 1:
+        raise ValueError(f"ranks_per_node must be >= 1, got {g}")
+    g = min(g, n)
+    groups = [list(range(s, min(s + g, n))) for s in range(0, n, g)]
+    n_groups = len(groups)
+    every = tuple(range(n_groups))
+    leaders = [m[0] for m in groups]
+    blocks = [(c,) for c in range(n_groups)]
+    up = merge_rounds(*(tree_reduce_rounds(m, every) for m in groups))
+    across = (reduce_scatter_rounds(leaders, blocks)
+              + all_gather_rounds(leaders, blocks))
+    down = merge_rounds(*(tree_broadcast_rounds(m, every) for m in groups))
+    return Schedule(name="leader", collective="allreduce", ranks=n,
+                    chunks=n_groups, rounds=concat_rounds(up, across, down))

@@ -7,9 +7,10 @@ whatever N is.
 """
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
-from warmup_kit.schedule import Schedule, Transfer
+from warmup_kit.schedule import LazyRounds, Schedule, Transfer, merge_rounds
 
 Block = tuple[int, ...]
 
@@ -20,11 +21,25 @@ def ring_allreduce(n: int) -> Schedule:
     After the reduce-scatter, rank r holds chunk r summed over every rank;
     the all-gather then passes each finished chunk once around the ring.
     """
-    ranks, chunks = range(n), [(c,) for c in range(n)]
-    rounds = (reduce_scatter_rounds(ranks, chunks)
-              + all_gather_rounds(ranks, chunks))
+    def make():
+        ranks, chunks = range(n), [(c,) for c in range(n)]
+        return (reduce_scatter_rounds(ranks, chunks)
+                + all_gather_rounds(ranks, chunks))
     return Schedule(name="ring", collective="allreduce", ranks=n, chunks=n,
-                    rounds=rounds)
+                    rounds=LazyRounds(2 * (n - 1), make,
+                                      lambda: _ring_arrays(n)))
+
+
+def _ring_arrays(n: int):
+    """The ring all-reduce's transfers as arrays, in the order of its
+    rounds: round k, rank i sends chunk (i - k - 1) mod n (reduce-scatter,
+    k < n - 1) or (i - k) mod n (all-gather) to rank i + 1."""
+    import numpy as np
+    k = np.repeat(np.arange(2 * (n - 1)), n)
+    i = np.tile(np.arange(n), 2 * (n - 1))
+    rs = k < n - 1
+    chunk = np.where(rs, (i - k - 1) % n, (i - (k - (n - 1))) % n)
+    return k, i, (i + 1) % n, rs, chunk
 
 
 def ring_reduce_scatter(n: int) -> Schedule:
@@ -69,3 +84,51 @@ def all_gather_rounds(members: Sequence[int], blocks: Sequence[Block]
                       chunks=blocks[(i - k) % s])
              for i in range(s) if blocks[(i - k) % s]]
             for k in range(s - 1)]
+
+
+def default_ranks_per_node(n: int) -> int:
+    """A square-ish two-level split: largest divisor of N up to sqrt(N)
+    (N itself when N is prime, which makes one group: a flat ring)."""
+    best = 1
+    for g in range(2, math.isqrt(n) + 1):
+        if n % g == 0:
+            best = g
+    return best if best > 1 else n
+
+
+def rail_ring_allreduce(n: int, ranks_per_node: int | None = None
+                        ) -> Schedule:
+    """Flat ring all-reduce as NCCL runs it across nodes: one ring per rail.
+
+    With ``g`` ranks per node there are ``g`` rings (NCCL's channels), each
+    carrying 1/g of the buffer through every rank. Ring ``c`` visits each
+    node's ranks starting at local rank ``c``, so it leaves every node from a
+    different local rank: each GPU's NIC carries one ring's node-crossing
+    hop, and all g NICs of a node work at once (Chapter 4, "be fair to the
+    flat ring"). Per node, the cross-node bytes are those of one ring over
+    all N ranks: 2 (N-1)/N * V. Same-pair messages of one round travel as
+    one transfer.
+    """
+    g = default_ranks_per_node(n) if ranks_per_node is None else ranks_per_node
+    if g < 1:
+        raise ValueError(f"ranks_per_node must be >= 1, got {g}")
+    g = min(g, n)
+    groups = [list(range(s, min(s + g, n))) for s in range(0, n, g)]
+    per_channel = []
+    for c in range(g):
+        order = [m[(c + j) % len(m)] for m in groups for j in range(len(m))]
+        blocks = [(c * n + i,) for i in range(n)]
+        per_channel.append(reduce_scatter_rounds(order, blocks)
+                           + all_gather_rounds(order, blocks))
+    rounds = [_coalesce(r) for r in merge_rounds(*per_channel)]
+    return Schedule(name="rail_ring", collective="allreduce", ranks=n,
+                    chunks=g * n, rounds=rounds)
+
+
+def _coalesce(rnd: list[Transfer]) -> list[Transfer]:
+    """One transfer per (src, dst, reduce) in a round."""
+    by_pair: dict[tuple[int, int, bool], list[int]] = {}
+    for t in rnd:
+        by_pair.setdefault((t.src, t.dst, t.reduce), []).extend(t.chunks)
+    return [Transfer(src=s, dst=d, chunks=tuple(c), reduce=red)
+            for (s, d, red), c in by_pair.items()]

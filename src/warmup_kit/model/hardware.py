@@ -13,7 +13,7 @@ model multiplies; it never fits a published end result.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 NCCL_TOPO = "NCCL src/graph/topo.h (SM80/SM90/SM100_NVLINK_BW: per-link " \
             "bandwidth NCCL reaches after protocol overhead)"
@@ -101,6 +101,9 @@ class System:
         nvls_efficiency: NVLink SHARP (in-switch reduction) efficiency; 0 when
             the NVSwitch cannot reduce (A100).
         base_latency_s: fixed cost of launching one collective.
+        nics_per_node: scale-out NICs per node, shared evenly by the GPUs;
+            ``None`` = one per GPU (every system in :data:`SYSTEMS`). Fewer
+            is a single-rail or cut-down network (:func:`with_nics`).
         sources: (field, source) pairs for the system-level figures.
     """
 
@@ -113,6 +116,7 @@ class System:
     pcie: Link
     nvls_efficiency: float = 0.0
     base_latency_s: float = 8.4e-6
+    nics_per_node: int | None = None
     sources: tuple[tuple[str, str], ...] = field(default=())
 
     def source(self, name: str) -> str:
@@ -284,3 +288,15 @@ def hierarchy_gbps(name: str) -> dict[str, float]:
     if s.nvlink is not None:
         out["nvlink"] = s.nvlink.gbps
     return out
+
+
+def with_nics(name: str, nics_per_node: int) -> System:
+    """System ``name`` with only ``nics_per_node`` NICs per node (each of
+    the node's GPUs reaches the network through its share of them): the
+    single-rail network of Chapters 4 and 6 is ``with_nics(name, 1)``."""
+    s = SYSTEMS[name]
+    if not 1 <= nics_per_node <= s.gpus_per_node or \
+            s.gpus_per_node % nics_per_node:
+        raise ValueError(f"nics_per_node must divide {s.gpus_per_node}")
+    return replace(s, name=f"{name}/{nics_per_node}nic",
+                   nics_per_node=nics_per_node)

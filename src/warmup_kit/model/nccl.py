@@ -15,8 +15,12 @@ over ``N`` NVLink islands with ``k`` ranks in each:
   sends and receives V (k+1)/k, at ``nvls_efficiency`` of NVLink.
 * NVLS-tree: NVLS inside islands, a tree across them.
 
-Protocols scale bandwidth (LL 0.5, LL128 0.92, Simple 1) and latency
-(tuning.cc ``baseLat`` and ``hwLat``). Bus bandwidth follows nccl-tests:
+Protocols scale bandwidth as tuning.cc does, with its ceilings: ring LL
+at half the bus bandwidth capped by ``llMaxBws`` (by GPU architecture on
+one node, by CPU vendor and node count across nodes), ring LL128 at 0.92
+capped per channel, tree LL at 1/3.8 of the tree bandwidth capped by
+``llMaxBws``, tree LL128 at 7/9 (one node) or 120/128 capped per channel;
+and latency (tuning.cc ``baseLat`` and ``hwLat``). Bus bandwidth follows nccl-tests:
 ``busbw = nbytes / time * BUSBW_FACTORS[collective](n)``.
 """
 from __future__ import annotations
@@ -47,6 +51,97 @@ NVLS_LAT_S = 25e-6          # tuning.cc hwLat NVLS / NVLS-tree, Simple
 TREE_CORRECTION = 0.92      # tuning.cc: tree busBw *= .92
 ALGORITHMS = ("ring", "tree", "nvls", "nvls_tree")
 
+# --- protocol ceilings, GB/s, from NCCL src/graph/tuning.cc (NCCL 2.2x).
+# Each table is indexed [row][min(nodes, 3) - 1 mapped to N1, N2, N4+]:
+# tuning.cc's index2 = nNodes <= 2 ? nNodes - 1 : 2.
+#: tuning.cc llMaxBws, single node: the row of the GPU architecture
+#: (Volta 39.0, Ampere 87.7, Hopper 141.0, Blackwell 2 x 141.0).
+LL_MAX_GBPS_ONE_NODE = {"volta": 39.0, "ampere": 87.7, "hopper": 141.0,
+                        "blackwell": 282.0}
+#: tuning.cc llMaxBws, several nodes: the row of the CPU vendor (index1 = 1
+#: for AMD or mixed CPUs, else 0), columns N2 and N4+; the N2 value is
+#: commented there as the average of ring and tree.
+LL_MAX_GBPS_MULTI_NODE = {"intel": (39.0, 20.4), "amd": (22.5, 19.0)}
+#: tuning.cc perChMaxRingLL128Bws: LL128 ring ceiling per channel (N1/N2/N4).
+RING_LL128_PER_CH_GBPS = {"volta": (20.0, 20.0, 20.0),
+                          "ampere": (20.0, 20.0, 20.0),
+                          "hopper": (36.7, 36.7, 36.7),
+                          "blackwell": (40.0, 40.0, 40.0)}
+#: tuning.cc perChMaxTreeLL128Bws: LL128 tree ceiling per channel.
+TREE_LL128_PER_CH_GBPS = {"volta": (20.0, 20.0, 20.0),
+                          "ampere": (20.0, 20.0, 20.0),
+                          "hopper": (36.7, 36.7, 29.0),
+                          "blackwell": (55.6, 31.67, 20.0)}
+#: tuning.cc perChMaxTreeBws: tree all-reduce ceiling per channel.
+TREE_PER_CH_GBPS = {"volta": (26.5, 18.5, 10.0),
+                    "ampere": (24.0, 23.6, 17.8),
+                    "hopper": (38.7, 41.4, 36.0)}
+#: tuning.cc: ring LL busBw = min(llMaxBw, busBw * .5)
+RING_LL_FACTOR = 0.5
+#: tuning.cc: ring LL128 busBw = min(busBw * 0.92, nChannels * perCh...)
+RING_LL128_FACTOR = 0.92
+#: tuning.cc: tree LL busBw = min(busBw * 1.0/3.8, llMaxBw) (the tree LL
+#: factor), applied after the tree correction .92
+TREE_LL_FACTOR = 1.0 / 3.8
+#: tuning.cc: tree LL128 busBw *= 7/9 on one node, 120/128 across nodes
+TREE_LL128_FACTOR = {True: 7.0 / 9.0, False: 120.0 / 128.0}
+#: CPU vendor of each system (multi-node LL ceilings depend on it): DGX
+#: A100 has AMD EPYC 7742 CPUs (DGX A100 user guide); DGX H100 and DGX B200
+#: Intel Xeon Platinum (user guides); GB200's Grace is neither AMD nor mixed,
+#: which tuning.cc treats like Intel (index1 = 0).
+CPU_VENDOR = {"dgx-a100": "amd"}
+
+
+def arch(s: System) -> str:
+    """NCCL's compute-capability class of the system's GPU."""
+    name = s.gpu.name
+    if "A100" in name:
+        return "ampere"
+    if "H100" in name or "H200" in name:
+        return "hopper"
+    if "B200" in name or "B100" in name:
+        return "blackwell"
+    return "volta"
+
+
+def channels(k: int) -> int:
+    """Channels NCCL runs for a group with ``k`` ranks per island: two per
+    GPU/NIC up to 32 (NCCL's usual 16 on an 8-GPU DGX node, as its
+    ``NCCL_DEBUG=INFO`` log reports; an assumption of this model, not a
+    tuning.cc constant). Only the per-channel ceilings use it."""
+    return max(2, min(32, 2 * k))
+
+
+def protocol_busbw(algorithm: str, protocol: str, bus_gbps: float,
+                   s: System, N: int, k: int) -> float:
+    """Bus bandwidth (GB/s) NCCL's tuning model grants ``algorithm`` with
+    ``protocol``, from the hardware bus bandwidth ``bus_gbps``, with the
+    LL / LL128 ceilings (tuning.cc, see the tables above)."""
+    a = arch(s)
+    col = min(N, 3) - 1
+    if N == 1:
+        ll_max = LL_MAX_GBPS_ONE_NODE[a]
+    else:
+        ll_max = LL_MAX_GBPS_MULTI_NODE[
+            CPU_VENDOR.get(s.name.split("/")[0], "intel")][min(col, 2) - 1]
+    nch = channels(k)
+    if algorithm == "ring":
+        if protocol == "LL":
+            return min(ll_max, bus_gbps * RING_LL_FACTOR)
+        if protocol == "LL128":
+            return min(bus_gbps * RING_LL128_FACTOR,
+                       nch * RING_LL128_PER_CH_GBPS[a][col])
+        return bus_gbps
+    # tree all-reduce
+    per_ch = TREE_PER_CH_GBPS.get(a, TREE_PER_CH_GBPS["hopper"])[col]
+    tree = min(bus_gbps * TREE_CORRECTION, nch * per_ch)
+    if protocol == "LL":
+        return min(tree * TREE_LL_FACTOR, ll_max)
+    if protocol == "LL128":
+        return min(tree * TREE_LL128_FACTOR[N == 1],
+                   nch * TREE_LL128_PER_CH_GBPS[a][col])
+    return tree
+
 
 @dataclass(frozen=True)
 class Choice:
@@ -72,7 +167,9 @@ def _tiers(s: System, k: int, N: int):
     """(intra class, intra B/s, inter B/s) of one rank's links."""
     intra = "nvlink" if s.nvlink is not None else "pcie"
     bw_intra = (s.nvlink or s.pcie).bytes_per_s
-    return intra, bw_intra, k * s.nic.bytes_per_s
+    nics = k if s.nics_per_node is None else max(
+        1, k * s.nics_per_node // s.gpus_per_node)
+    return intra, bw_intra, nics * s.nic.bytes_per_s
 
 
 def time_s(collective: str, algorithm: str, protocol: str, nbytes: float,
@@ -93,14 +190,16 @@ def time_s(collective: str, algorithm: str, protocol: str, nbytes: float,
         t_lat = base + (steps - inter) * lat[intra] + inter * lat["net"]
         volume = {"allreduce": 2 * (n - 1) / n, "reduce_scatter": (n - 1) / n,
                   "all_gather": (n - 1) / n}.get(collective, 1.0)
-        return t_lat + volume * nbytes / (bus * frac)
+        bw = protocol_busbw("ring", protocol, bus / 1e9, s, N, k) * 1e9
+        return t_lat + volume * nbytes / bw
     if collective != "allreduce":
         return math.inf
     if algorithm == "tree":
         tl = TREE_LAT_S[protocol]
         t_lat = base + 2 * ((k - 1) * tl[intra]
                             + math.ceil(math.log2(N)) * tl["net"])
-        return t_lat + nbytes / (0.5 * bus * frac * TREE_CORRECTION)
+        bw = protocol_busbw("tree", protocol, bus / 1e9, s, N, k) * 1e9
+        return t_lat + nbytes / (0.5 * bw)
     if protocol != "Simple" or not s.nvls_efficiency or k < 2:
         return math.inf
     nvls_bw = bw_i * s.nvls_efficiency * k / (k + 1)

@@ -14,7 +14,14 @@ Gropp (2005, section 3), applied round by round to a
 * with ``gamma_s_per_byte``, the receiver spends ``gamma`` per byte it
   reduces in that round;
 * a round lasts as long as its slowest transfer; rounds run one after the
-  other.
+  other (``pipelined=False``: the lock-step textbook execution, where every
+  round of a ring that crosses nodes pays the network latency);
+* or, with ``pipelined=True``, the schedule runs as NCCL runs its rings: each
+  transfer starts as soon as its data has arrived, and bytes stream through
+  the ports, so the time is the latency of the slowest chain of dependent
+  transfers (each hop pays its own link's latency: the network's only where
+  it crosses nodes) plus the busiest port's bytes over its bandwidth. This
+  is NCCL's own ``latency + bytes / bandwidth`` form (``src/graph/tuning.cc``).
 
 The schedule is flattened once into numpy arrays (:func:`compile_schedule`,
 cached), and the port bookkeeping of a placement once more, so costing a
@@ -31,8 +38,9 @@ from operator import itemgetter
 import numpy as np
 
 from warmup_kit.model.hardware import Cluster
-from warmup_kit.schedule import Schedule, chunk_sizes
-from warmup_kit.model.topology import LINK_CLASSES, link_class_ids, packed
+from warmup_kit.schedule import LazyRounds, Schedule, chunk_sizes
+from warmup_kit.model.topology import (LINK_CLASSES, NET, link_class_ids,
+                                      packed)
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,14 @@ def compile_schedule(s: Schedule) -> Compiled:
     hit = _COMPILED.get(id(s))
     if hit is not None and hit[0] is s:
         return hit[1]
+    if isinstance(s.rounds, LazyRounds):          # arrays, no tuples
+        r, src, dst, red, chunk = s.rounds.arrays()
+        t = np.arange(len(src))
+        c = Compiled(r, src, dst, red.astype(bool), t, chunk, len(s.rounds))
+        if len(_COMPILED) > 64:
+            _COMPILED.clear()
+        _COMPILED[id(s)] = (s, c)
+        return c
     per_round = np.array([len(r) for r in s.rounds], dtype=np.int64)
     flat = [t for r in s.rounds for t in r]
     # read the transfer tuples with C-level getters: two million of them for
@@ -84,16 +100,21 @@ class SimResult:
     """Simulated time of one schedule.
 
     Attributes:
-        total_s: sum of the round times.
-        round_s: time of each round.
+        total_s: sum of the round times (lock-step), or latency_s +
+            bandwidth_s (pipelined).
+        round_s: time of each round (lock-step; empty when pipelined).
         bytes_by_class: payload bytes carried by each link class.
         steps: number of rounds.
+        latency_s: pipelined only: the slowest chain of hop latencies.
+        bandwidth_s: pipelined only: the busiest port's bytes / bandwidth.
     """
 
     total_s: float
     round_s: np.ndarray
     bytes_by_class: dict[str, float]
     steps: int
+    latency_s: float = 0.0
+    bandwidth_s: float = 0.0
 
     def algbw_gbps(self, nbytes: int) -> float:
         """nccl-tests algorithm bandwidth: buffer size / time, GB/s."""
@@ -111,10 +132,15 @@ def _placed(s: Schedule, comp: Compiled, cluster: Cluster,
     gs, gd = gpu[comp.src], gpu[comp.dst]
     cls = link_class_ids(cluster, gs, gd)
     sysm = cluster.system
-    n_gpu = cluster.n_gpus   # one NIC per GPU on every system in the table
-    # port id = (class * n_gpu + gpu) * 2 + direction
-    out_port = (cls * n_gpu + gs) * 2
-    in_port = (cls * n_gpu + gd) * 2 + 1
+    n_gpu = cluster.n_gpus
+    # port id = (class * n_gpu + owner) * 2 + direction; the owner of a NIC
+    # port is the first GPU of the GPUs that share that NIC (each GPU its
+    # own NIC unless the system says fewer NICs per node)
+    share = sysm.gpus_per_node // (sysm.nics_per_node or sysm.gpus_per_node)
+    ps = np.where(cls == NET, gs // share * share, gs)
+    pd = np.where(cls == NET, gd // share * share, gd)
+    out_port = (cls * n_gpu + ps) * 2
+    in_port = (cls * n_gpu + pd) * 2 + 1
     n_ports = len(LINK_CLASSES) * n_gpu * 2
     r = comp.round_of
     # dense (round, used port) bins: O(transfers), no sort
@@ -133,7 +159,7 @@ def _placed(s: Schedule, comp: Compiled, cluster: Cluster,
                       for l in links])
     starts = np.flatnonzero(np.r_[True, r[1:] != r[:-1]]) if len(r) else r
     res = (cls, inverse, n_keys, rx_inverse, n_rx, bw, alpha,
-           starts)
+           starts, inverse % n_used, n_used)
     if len(_PLACED) > 64:
         _PLACED.clear()
     _PLACED[key] = (s,) + res
@@ -142,7 +168,8 @@ def _placed(s: Schedule, comp: Compiled, cluster: Cluster,
 
 def simulate(s: Schedule, cluster: Cluster, nbytes: int, *,
              placement: Sequence[int] | None = None,
-             gamma_s_per_byte: float = 0.0, itemsize: int = 1) -> SimResult:
+             gamma_s_per_byte: float = 0.0, itemsize: int = 1,
+             pipelined: bool = False) -> SimResult:
     """Cost schedule ``s`` for a buffer of ``nbytes`` on ``cluster``.
 
     Args:
@@ -153,6 +180,8 @@ def simulate(s: Schedule, cluster: Cluster, nbytes: int, *,
         gamma_s_per_byte: reduction time per received byte on the receiver.
         itemsize: element size; chunks are cut on element boundaries as the
             executor cuts them.
+        pipelined: cost the dataflow execution (critical path of hop
+            latencies + busiest port) instead of lock-step rounds.
 
     Returns:
         :class:`SimResult` with the total and per-round times.
@@ -169,8 +198,8 @@ def simulate(s: Schedule, cluster: Cluster, nbytes: int, *,
     if not len(comp.src):
         return SimResult(0.0, np.zeros(comp.n_rounds), {k: 0.0 for k in
                                                         LINK_CLASSES}, s.steps)
-    cls, inverse, n_keys, rx_inv, n_rx, bw, alpha, starts = _placed(
-        s, comp, cluster, placement)
+    (cls, inverse, n_keys, rx_inv, n_rx, bw, alpha, starts, port_of,
+     n_ports) = _placed(s, comp, cluster, placement)
     if np.isnan(bw[cls]).any():
         raise ValueError(f"{cluster.system.name} has no NVLink")
     sizes = np.asarray(chunk_sizes(nbytes // itemsize, s.chunks),
@@ -178,6 +207,9 @@ def simulate(s: Schedule, cluster: Cluster, nbytes: int, *,
     tbytes = np.bincount(comp.flat_transfer, weights=sizes[comp.flat_chunk],
                          minlength=len(comp.src))
     n_t = len(tbytes)
+    if pipelined:
+        return _pipelined(s, comp, cls, tbytes, bw, alpha, port_of, n_ports,
+                          gamma_s_per_byte, placement, cluster)
     load = np.bincount(inverse, weights=np.concatenate([tbytes, tbytes]),
                        minlength=n_keys)
     port_s = load[inverse] / np.concatenate([bw[cls], bw[cls]])
@@ -191,3 +223,74 @@ def simulate(s: Schedule, cluster: Cluster, nbytes: int, *,
     by_class = np.bincount(cls, weights=tbytes, minlength=len(LINK_CLASSES))
     return SimResult(float(round_s.sum()), round_s,
                      dict(zip(LINK_CLASSES, by_class.tolist())), s.steps)
+
+
+def _pipelined(s, comp, cls, tbytes, bw, alpha, port_of, n_ports, gamma,
+               placement, cluster) -> SimResult:
+    """Dataflow cost: critical path of hop latencies + the busiest port."""
+    both = np.concatenate([tbytes, tbytes])
+    port_load = np.bincount(port_of, weights=both, minlength=n_ports)
+    port_bw = np.zeros(n_ports)
+    port_bw[port_of] = np.concatenate([bw[cls], bw[cls]])
+    bandwidth_s = float((port_load / port_bw).max())
+    if gamma:
+        rx = np.bincount(comp.dst, weights=tbytes * comp.reduce,
+                         minlength=s.ranks)
+        bandwidth_s = max(bandwidth_s, gamma * float(rx.max()))
+    latency_s = critical_latency_s(s, cluster, tuple(placement))
+    by_class = np.bincount(cls, weights=tbytes, minlength=len(LINK_CLASSES))
+    return SimResult(latency_s + bandwidth_s, np.zeros(0),
+                     dict(zip(LINK_CLASSES, by_class.tolist())), s.steps,
+                     latency_s, bandwidth_s)
+
+
+_LATENCY: dict[tuple, tuple[Schedule, float]] = {}
+
+
+def critical_latency_s(s: Schedule, cluster: Cluster,
+                       placement: tuple[int, ...]) -> float:
+    """Latency of the slowest chain of dependent transfers of ``s``.
+
+    Each chunk a transfer carries moves on as soon as it has reached the
+    sender (a pipelined transfer streams its chunks independently) and
+    takes the link's latency; chunks a rank starts with are ready at time
+    0. (Cached per schedule and placement; it does not depend on the
+    message size.)
+    """
+    key = (id(s), cluster, placement)
+    hit = _LATENCY.get(key)
+    if hit is not None and hit[0] is s:
+        return hit[1]
+    comp = compile_schedule(s)
+    gpu = np.asarray(placement, dtype=np.int64)
+    cls = link_class_ids(cluster, gpu[comp.src], gpu[comp.dst])
+    sysm = cluster.system
+    links = [sysm.nvlink, sysm.pcie, sysm.nic]
+    lat = np.array([l.latency_s if l is not None else np.nan
+                    for l in links])[cls]
+    ready = np.zeros(s.ranks * s.chunks)
+    # per carried chunk: the cell it is read from and the cell it lands in
+    t_of = comp.flat_transfer
+    read = comp.src[t_of] * s.chunks + comp.flat_chunk
+    write = comp.dst[t_of] * s.chunks + _targets(s, comp)
+    r_of_flat = comp.round_of[t_of]
+    bounds = np.searchsorted(r_of_flat, np.arange(comp.n_rounds + 1))
+    lat_flat = lat[t_of]
+    for k in range(comp.n_rounds):
+        a, b = bounds[k], bounds[k + 1]
+        if a < b:
+            np.maximum.at(ready, write[a:b], ready[read[a:b]] + lat_flat[a:b])
+    out = float(ready.max()) if len(ready) else 0.0
+    if len(_LATENCY) > 64:
+        _LATENCY.clear()
+    _LATENCY[key] = (s, out)
+    return out
+
+
+def _targets(s: Schedule, comp: Compiled) -> np.ndarray:
+    """Chunk index each carried chunk lands in on the receiver."""
+    if isinstance(s.rounds, LazyRounds) or \
+            all(t[4] is None for r in s.rounds for t in r):
+        return comp.flat_chunk
+    return np.fromiter((c for r in s.rounds for t in r for c in t.targets),
+                       np.int64, len(comp.flat_chunk))

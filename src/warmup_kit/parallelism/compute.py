@@ -54,10 +54,11 @@ def stream_s(gpu: GPU, nbytes: float) -> float:
     return nbytes / (gpu.hbm_tbps * 1e12 * gpu.hbm_efficiency)
 
 
-def layer_times(gpu: GPU, *, b: int, s: int, h: int, a: int, ffn: int,
+def layer_times(gpu: GPU, *, b: int, s: int, h: int, a: int, ffn: float,
                 t: int, sequence_parallel: bool = False,
                 flash_attention: bool = False,
-                precision: str = "bf16") -> LayerTimes:
+                precision: str = "bf16",
+                kv_dim: int | None = None) -> LayerTimes:
     """Forward kernel times of one layer for a micro-batch of ``b``.
 
     Args:
@@ -66,23 +67,30 @@ def layer_times(gpu: GPU, *, b: int, s: int, h: int, a: int, ffn: int,
         t: tensor-parallel size (heads and FFN columns split t ways).
         sequence_parallel: norms and dropouts split over the TP group.
         flash_attention: one fused attention kernel, no s x s tensors.
+        kv_dim: width of K and V (grouped-query attention); default ``h``.
+            The QKV GEMM shrinks; the attention core does not (every query
+            head still meets every key).
     """
+    kv = h if kv_dim is None else kv_dim
+    # FP8 training (Transformer Engine, torchao float8) runs the linear
+    # layers' GEMMs in FP8; attention stays in BF16
+    attn_prec = "bf16" if precision == "fp8" else precision
     bs = b * s
     d = h // a
     heads = a / t
-    gemm = (gemm_s(gpu, bs, 3 * h / t, h, precision=precision)   # QKV
+    gemm = (gemm_s(gpu, bs, (h + 2 * kv) / t, h, precision=precision)  # QKV
             + gemm_s(gpu, bs, h, h / t, precision=precision)     # proj
             + gemm_s(gpu, bs, ffn / t, h, precision=precision)   # FC1
             + gemm_s(gpu, bs, h, ffn / t, precision=precision))  # FC2
     if flash_attention:
         # causal: about half of the s x s tiles are computed
         flops = 0.5 * 4.0 * b * s * s * d * heads
-        attn = flops / (gpu.peak_flops(precision) * gpu.gemm_efficiency
+        attn = flops / (gpu.peak_flops(attn_prec) * gpu.gemm_efficiency
                         * FLASH_EFFICIENCY)
     else:
         scores = b * heads * s * s
-        attn = (gemm_s(gpu, s, s, d, b * heads, precision)      # QK^T
-                + gemm_s(gpu, s, d, s, b * heads, precision)    # AV
+        attn = (gemm_s(gpu, s, s, d, b * heads, attn_prec)      # QK^T
+                + gemm_s(gpu, s, d, s, b * heads, attn_prec)    # AV
                 # fused scale-mask-softmax r+w, dropout r+w and 1-byte mask
                 + stream_s(gpu, scores * (4 * BYTES + 1)))
     # per bsh element: 2 layer norms (r+w), 2 bias-dropout-adds (2r+w, mask)

@@ -76,14 +76,25 @@ def memory_per_gpu(*, params_per_gpu: float, capacity_bytes: float,
                    m: int, layers_per_stage: int, interleave: int,
                    recompute: str, sequence_parallel: bool,
                    flash_attention: bool, dp: int,
-                   distributed_optimizer: bool = False) -> Memory:
-    """Memory of the first pipeline stage (the one that holds the most)."""
+                   distributed_optimizer: bool = False,
+                   shard_grads: bool = False, shard_weights: bool = False,
+                   kv_fraction: float = 1.0) -> Memory:
+    """Memory of the first pipeline stage (the one that holds the most).
+
+    ``distributed_optimizer``, ``shard_grads`` and ``shard_weights`` are
+    ZeRO stages 1, 2 and 3 over ``dp`` ranks (stage 3 also holds one
+    layer's gathered weights, twice for prefetch). ``kv_fraction`` (K/V
+    width over hidden, grouped-query attention) shrinks the K and V part
+    of the activations: 4 of the 34 bytes per token and hidden unit.
+    """
     per_layer = activation_bytes_per_layer(
         b=b, s=s, h=h, a=a, t=t, recompute=recompute,
         sequence_parallel=sequence_parallel, flash_attention=flash_attention)
     in_flight = min(p, m)
     if interleave > 1 and p > 1:
         in_flight *= 1 + (p - 1) / (p * interleave)
+    if kv_fraction != 1.0 and recompute != "full":
+        per_layer -= 4 * s * b * h / t * (1 - kv_fraction)
     acts = per_layer * layers_per_stage * in_flight
     if recompute == "full":       # one layer rebuilt in full during backward
         acts += activation_bytes_per_layer(
@@ -93,5 +104,8 @@ def memory_per_gpu(*, params_per_gpu: float, capacity_bytes: float,
     if p == 1:                    # the same GPU also holds the logits
         acts += 4 * s * b * vocab / t
     opt = 12 * params_per_gpu / (dp if distributed_optimizer else 1)
-    return Memory(2 * params_per_gpu, 4 * params_per_gpu, opt, acts,
-                  capacity_bytes)
+    grads = 4 * params_per_gpu / (dp if shard_grads else 1)
+    weights = 2 * params_per_gpu
+    if shard_weights:
+        weights = weights / dp + 2 * 2 * params_per_gpu / layers_per_stage
+    return Memory(weights, grads, opt, acts, capacity_bytes)

@@ -39,10 +39,52 @@ def layouts(model: Transformer, n_gpus: int, global_batch: int, *,
                         yield tp, pp, dp, mb, v
 
 
+def layouts_nd(model: Transformer, n_gpus: int, global_batch: int, *,
+               max_tp: int, micro_batches: Iterable[int] = (1, 2, 4, 8),
+               interleaves: Iterable[int] = (1,), cps: Iterable[int] = (1,),
+               zeros: Iterable[int] = (0,), eps: Iterable[int] = (1,)
+               ) -> Iterable[dict]:
+    """Legal layouts with the newer axes, as keyword dicts for
+    :func:`iteration_time`: context parallelism ``cp`` (divides the
+    sequence), ZeRO stage ``zero``, expert parallelism ``ep`` (divides DP
+    and the experts); pipelines may be uneven (:func:`stage_layers`)."""
+    zeros, eps, micro_batches = tuple(zeros), tuple(eps), tuple(micro_batches)
+    interleaves = tuple(interleaves)
+    for cp in cps:
+        if n_gpus % cp or model.seq % cp:
+            continue
+        rest = n_gpus // cp
+        for tp in _divisors(rest):
+            if tp > max_tp or model.heads % tp or model.ffn % tp:
+                continue
+            for pp in _divisors(rest // tp):
+                dp = rest // (tp * pp)
+                if global_batch % dp or pp > model.layers:
+                    continue
+                for v in interleaves:
+                    if v > 1 and (pp == 1 or model.layers % (pp * v)):
+                        continue
+                    for mb in micro_batches:
+                        if (global_batch // dp) % mb:
+                            continue
+                        for ep in eps:
+                            if ep > 1 and (dp % ep or not model.experts
+                                           or model.experts % ep):
+                                continue
+                            for z in zeros:
+                                if z and dp * cp == 1:
+                                    continue
+                                yield dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep,
+                                           zero=z, micro_batch=mb,
+                                           interleave=v)
+
+
 def search(model: Transformer, cluster: Cluster | int, global_batch: int, *,
            system: str = "dgx-a100", top: int = 5,
            micro_batches: Iterable[int] = (1, 2, 4, 8),
            interleaves: Iterable[int] = (1,), max_tp: int | None = None,
+           cps: Iterable[int] | None = None, zeros: Iterable[int] | None = None,
+           eps: Iterable[int] | None = None,
            **kwargs) -> list[IterationResult]:
     """The ``top`` fastest layouts of ``model`` that fit in memory.
 
@@ -53,6 +95,9 @@ def search(model: Transformer, cluster: Cluster | int, global_batch: int, *,
         micro_batches, interleaves: values to try.
         max_tp: largest TP size; default the NVLink island (TP beyond it
             crosses the network on every layer).
+        cps, zeros, eps: context-parallel sizes, ZeRO stages and
+            expert-parallel sizes to try (the newer axes; default: the
+            3D search of tp, pp, dp only, with even pipelines).
         **kwargs: passed to :func:`iteration_time` (recompute, ...).
 
     Returns:
@@ -69,13 +114,19 @@ def search(model: Transformer, cluster: Cluster | int, global_batch: int, *,
     island = sysm.nvlink_domain if sysm.nvlink else sysm.gpus_per_node
     max_tp = min(island, n_gpus) if max_tp is None else max_tp
     out = []
-    for tp, pp, dp, mb, v in layouts(model, n_gpus, global_batch,
-                                     max_tp=max_tp,
-                                     micro_batches=micro_batches,
-                                     interleaves=interleaves):
-        r = iteration_time(model, cluster, tp=tp, pp=pp, dp=dp,
-                           global_batch=global_batch, micro_batch=mb,
-                           interleave=v, **kwargs)
+    if cps is None and zeros is None and eps is None:
+        grid = (dict(tp=tp, pp=pp, dp=dp, micro_batch=mb, interleave=v)
+                for tp, pp, dp, mb, v in layouts(
+                    model, n_gpus, global_batch, max_tp=max_tp,
+                    micro_batches=micro_batches, interleaves=interleaves))
+    else:
+        grid = layouts_nd(model, n_gpus, global_batch, max_tp=max_tp,
+                          micro_batches=micro_batches,
+                          interleaves=interleaves, cps=cps or (1,),
+                          zeros=zeros or (0,), eps=eps or (1,))
+    for kw in grid:
+        r = iteration_time(model, cluster, global_batch=global_batch,
+                           **kw, **kwargs)
         if r.fits:
             out.append(r)
     out.sort(key=lambda r: r.total_s)

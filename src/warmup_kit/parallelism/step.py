@@ -52,17 +52,50 @@ class Transformer:
     seq: int
     vocab: int
     ffn: int | None = None
+    kv_heads: int | None = None
+    experts: int = 0
+    top_k: int = 1
 
     def __post_init__(self) -> None:
         if self.ffn is None:
             object.__setattr__(self, "ffn", 4 * self.hidden)
+        if self.kv_heads is None:
+            object.__setattr__(self, "kv_heads", self.heads)
         if self.hidden % self.heads:
             raise ValueError("hidden must be a multiple of heads")
+        if self.kv_heads < 1 or self.heads % self.kv_heads:
+            raise ValueError("heads must be a multiple of kv_heads")
+        if self.experts and not 1 <= self.top_k <= self.experts:
+            raise ValueError("top_k must be in 1..experts")
+
+    @property
+    def kv_dim(self) -> int:
+        """Width of K (and of V): kv_heads * head dim (grouped-query
+        attention, Ainslie et al. 2023; = hidden without it)."""
+        return self.kv_heads * (self.hidden // self.heads)
+
+    @property
+    def attn_params_per_layer(self) -> int:
+        h = self.hidden
+        return 2 * h * h + 2 * h * self.kv_dim + 2 * h + 2 * self.kv_dim
+
+    @property
+    def ffn_params_per_layer(self) -> int:
+        """FFN weights and biases: one FFN, or ``experts`` of them plus the
+        router (Fedus et al. 2022)."""
+        h, f = self.hidden, self.ffn
+        one = 2 * h * f + f + h
+        return one * self.experts + h * self.experts if self.experts else one
+
+    @property
+    def active_ffn(self) -> int:
+        """FFN width a token passes through: ``top_k`` experts' worth."""
+        return self.ffn * (self.top_k if self.experts else 1)
 
     @property
     def params_per_layer(self) -> int:
-        h, f = self.hidden, self.ffn
-        return 4 * h * h + 2 * h * f + 5 * h + f + 4 * h  # weights, biases, LN
+        return (self.attn_params_per_layer + self.ffn_params_per_layer
+                + 4 * self.hidden)                         # + layer norms
 
     @property
     def params(self) -> int:
@@ -72,8 +105,8 @@ class Transformer:
 
     def flops_per_sample(self, recompute: str = "full") -> float:
         """Training FLOPs for one sequence, counting recomputed work."""
-        h, s, f = self.hidden, self.seq, self.ffn
-        fwd_layer = 2 * s * (4 * h * h + 2 * h * f)
+        h, s, f = self.hidden, self.seq, self.active_ffn
+        fwd_layer = 2 * s * (2 * h * h + 2 * h * self.kv_dim + 2 * h * f)
         core = 4 * s * s * h                     # QK^T and AV
         passes = {"none": 3, "selective": 3, "full": 4}[recompute]
         extra = core if recompute == "selective" else 0.0
@@ -143,6 +176,36 @@ def _allreduce_s(cluster: Cluster, nbytes: float, shape) -> float:
                           n, N, k).time_s
 
 
+def stage_layers(layers: int, pp: int,
+                 split: tuple[int, ...] | None = None) -> tuple[int, ...]:
+    """Layers of each pipeline stage.
+
+    ``split`` (any positive counts adding up to ``layers``) is taken as
+    given. By default the layers are split as evenly as possible, and when
+    they do not divide, the first and last stages (which also hold the
+    embedding and the output layer) get the fewer: 126 layers over 16
+    stages is 7, 8 x 14, 7.
+    """
+    if split is not None:
+        split = tuple(int(x) for x in split)
+        if len(split) != pp or min(split) < 1 or sum(split) != layers:
+            raise ValueError(f"layer_split must be {pp} positive counts "
+                             f"adding up to {layers}, got {split}")
+        return split
+    if layers < pp:
+        raise ValueError(f"{layers} layers cannot fill {pp} stages")
+    base, extra = divmod(layers, pp)
+    if not extra:
+        return (base,) * pp
+    # hand out base + 1 to the middle stages first
+    out = [base] * pp
+    order = sorted(range(pp), key=lambda i: (i in (0, pp - 1),
+                                             abs(i - (pp - 1) / 2)))
+    for i in order[:extra]:
+        out[i] += 1
+    return tuple(out)
+
+
 def iteration_time(model: Transformer, cluster: Cluster, *, tp: int, pp: int,
                    dp: int, global_batch: int, micro_batch: int,
                    recompute: str = "full", interleave: int = 1,
@@ -151,12 +214,17 @@ def iteration_time(model: Transformer, cluster: Cluster, *, tp: int, pp: int,
                    distributed_optimizer: bool = False,
                    fused_grad_accumulation: bool | None = None,
                    order: tuple[str, ...] = ("dp", "pp", "tp"),
-                   precision: str = "bf16") -> IterationResult:
+                   precision: str = "bf16",
+                   layer_split: tuple[int, ...] | None = None, cp: int = 1,
+                   zero: int = 0, ep: int = 1,
+                   capacity_factor: float = 1.0) -> IterationResult:
     """Time of one training iteration of ``model`` on ``cluster``.
 
     Args:
-        model: the transformer.
-        cluster: needs at least ``tp * pp * dp`` GPUs; rank r runs on GPU r.
+        model: the transformer (grouped-query attention through
+            ``kv_heads``, mixture of experts through ``experts``/``top_k``).
+        cluster: needs at least ``tp * cp * pp * dp`` GPUs; rank r runs on
+            GPU r.
         tp, pp, dp: parallel sizes; ``order`` places them (see
             :class:`~warmup_kit.model.topology.Layout`).
         global_batch, micro_batch: sequences per iteration and per
@@ -172,19 +240,43 @@ def iteration_time(model: Transformer, cluster: Cluster, *, tp: int, pp: int,
             the fp32 buffer: a memory-bound pass over the stage's
             parameters (10 B each) per micro-batch. Default: off on A100,
             on for newer systems.
+        layer_split: layers per pipeline stage (default: :func:`stage_layers`;
+            any split is accepted); the slowest stage paces the pipeline.
+        cp: context-parallel size (ring attention, :mod:`.axes`); needs the
+            default ``order``.
+        zero: ZeRO stage 0-3 over the DP (x CP) group; 3 is FSDP.
+            ``distributed_optimizer=True`` is stage 1.
+        ep: expert-parallel size (MoE models; ``ep`` divides ``dp`` and
+            ``model.experts``).
+        capacity_factor: MoE expert capacity (tokens padded to it).
 
     Returns:
         :class:`IterationResult`.
     """
-    world = tp * pp * dp
+    from warmup_kit.parallelism.axes import (
+        ZERO_SHARDS, collective_s, group_shapes, moe_all_to_all_s,
+        ring_attention_s)
+    world = tp * cp * pp * dp
     if world > cluster.n_gpus:
-        raise ValueError(f"tp*pp*dp = {world} > {cluster.n_gpus} GPUs")
+        raise ValueError(f"tp*cp*pp*dp = {world} > {cluster.n_gpus} GPUs")
     if global_batch % (dp * micro_batch):
         raise ValueError("global_batch must be a multiple of dp*micro_batch")
-    if model.layers % (pp * interleave):
-        raise ValueError("layers must be a multiple of pp * interleave")
+    if model.layers < pp * interleave:
+        raise ValueError("fewer layers than pp * interleave model chunks")
     if model.heads % tp or model.ffn % tp:
         raise ValueError("heads and ffn must be multiples of tp")
+    if cp < 1 or model.seq % cp:
+        raise ValueError("seq must be a multiple of cp")
+    if cp > 1 and tuple(order) != ("dp", "pp", "tp"):
+        raise ValueError("cp > 1 needs the default order")
+    if zero not in ZERO_SHARDS:
+        raise ValueError("zero must be 0, 1, 2 or 3")
+    if ep < 1 or dp % ep or (ep > 1 and (not model.experts
+                                         or model.experts % ep)):
+        raise ValueError("ep must divide dp and the number of experts")
+    if distributed_optimizer:
+        zero = max(zero, 1)
+    split = stage_layers(model.layers, pp, layer_split)
     sysm, gpu = cluster.system, cluster.system.gpu
     modern = "A100" not in gpu.name       # the software of each era
     if flash_attention is None:
@@ -194,62 +286,116 @@ def iteration_time(model: Transformer, cluster: Cluster, *, tp: int, pp: int,
     m = global_batch // (dp * micro_batch)
     b, s, h, a, V = (micro_batch, model.seq, model.hidden, model.heads,
                      model.vocab)
-    lps = model.layers // pp
-    lt = layer_times(gpu, b=b, s=s, h=h, a=a, ffn=model.ffn, t=tp,
+    s_loc = s // cp
+    moe = bool(model.experts)
+    ffn_tokens = model.active_ffn * (capacity_factor if moe else 1.0)
+    lt = layer_times(gpu, b=b, s=s_loc, h=h, a=a, ffn=ffn_tokens, t=tp,
                      sequence_parallel=sequence_parallel,
-                     flash_attention=flash_attention, precision=precision)
-    recompute_fwd = {"full": lt.fwd_s, "selective": lt.attn_core_fwd_s,
+                     flash_attention=flash_attention, precision=precision,
+                     kv_dim=model.kv_dim)
+    # ring attention: each rank's queries meet all s keys, not s / cp
+    attn_core = lt.attn_core_fwd_s * cp
+    fwd = lt.fwd_s + attn_core - lt.attn_core_fwd_s
+    recompute_fwd = {"full": fwd, "selective": attn_core,
                      "none": 0.0}[recompute]
-    layer_comp = 3 * lt.fwd_s + recompute_fwd
+    passes = 3 + (recompute == "full")
+    layer_comp = 3 * fwd + recompute_fwd
     if not fused_grad_accumulation:
-        layer_comp += stream_s(gpu, 10 * model.params_per_layer / tp)
+        layer_comp += stream_s(gpu, 10 * model.params_per_layer / tp
+                               / (ep if moe else 1))
     island = sysm.nvlink_domain if sysm.nvlink else sysm.gpus_per_node
-    tp_shape = _group_shape(tp, pp, dp, order, "tp", island)
+    if cp == 1 and ep == 1:
+        tp_shape = _group_shape(tp, pp, dp, order, "tp", island)
+        dp_shape = _group_shape(tp, pp, dp, order, "dp", island)
+        shapes = {"cp": (1, 1, 1), "ep": (1, 1, 1), "dp": dp_shape}
+    else:
+        tp_shape = _group_shape(tp * cp, pp, dp, order, "tp", island)
+        tp_shape = (tp, tp_shape[1] if tp > island else 1,
+                    min(tp, island))
+        shapes = group_shapes(tp, cp, pp, dp, ep, island)
     n_ar = 6 if recompute == "full" else 4
-    layer_tp = n_ar * _allreduce_s(cluster, b * s * h * BYTES, tp_shape)
-    logits = 3 * logits_fwd_s(gpu, b=b, s=s, h=h, vocab=V, t=tp,
+    layer_tp = n_ar * _allreduce_s(cluster, b * s_loc * h * BYTES, tp_shape)
+    # context parallelism: KV exchange per pass, hidden behind attention
+    cp_pass = ring_attention_s(cluster, b=b, s_local=s_loc, kv_dim=model.kv_dim,
+                               t=tp, cp=cp, bytes_per=BYTES,
+                               shape=shapes["cp"])
+    layer_cp = passes * max(0.0, cp_pass - attn_core)
+    layer_moe = 0.0
+    if moe and ep > 1:
+        layer_moe = passes * moe_all_to_all_s(
+            cluster, tokens=b * s_loc, hidden=h, top_k=model.top_k,
+            capacity_factor=capacity_factor, bytes_per=BYTES,
+            shape=shapes["ep"])
+    logits = 3 * logits_fwd_s(gpu, b=b, s=s_loc, h=h, vocab=V, t=tp,
                               precision=precision)
     # p2p: each TP rank sends b s h / t each way per micro-batch and chunk
     p2p = 0.0
     if pp > 1:
-        kind = _pp_link(tp, pp, dp, order, sysm.gpus_per_node,
+        kind = _pp_link(tp * cp, pp, dp, order, sysm.gpus_per_node,
                         sysm.nvlink_domain, sysm.nvlink is not None)
         link = link_of(cluster, kind)
-        p2p = 2 * interleave * (link.latency_s + b * s * h * BYTES / tp
+        p2p = 2 * interleave * (link.latency_s + b * s_loc * h * BYTES / tp
                                 / link.bytes_per_s)
-    stage_comp = lps * layer_comp
-    stage_tp = lps * layer_tp
-    avg = stage_comp + stage_tp + p2p + logits / pp
-    slowest = stage_comp + stage_tp + p2p + logits
+    per_layer = layer_comp + layer_tp + layer_cp + layer_moe
+    stages = [n * per_layer + p2p + (logits if i == pp - 1 else 0.0)
+              for i, n in enumerate(split)]
+    avg, slowest = sum(stages) / pp, max(stages)
     bubble = (pp - 1) * avg / interleave
     imbalance = m * (slowest - avg)
-    # data parallel: gradients of the first stage (embedding included)
-    params_gpu = (lps * model.params_per_layer
-                  + (V + s) * h) / tp
-    dp_shape = _group_shape(tp, pp, dp, order, "dp", island)
-    dp_s = _allreduce_s(cluster, 4 * params_gpu, dp_shape) if dp > 1 else 0.0
-    window = lps * 2 * lt.fwd_s if overlap_dp else 0.0
+    # weights per GPU: the heaviest stage (embedding on the first, output
+    # layer on the last; tied, so counted once on one-stage pipelines)
+    ppl = model.params_per_layer
+    if moe:
+        ppl = (model.attn_params_per_layer + 4 * h
+               + model.ffn_params_per_layer / ep)
+    emb = (V + s) * h
+    heavy = max([split[0] * ppl + emb, split[-1] * ppl + V * h]
+                + [n * ppl for n in split[1:-1]]) if pp > 1 \
+        else split[0] * ppl + emb
+    params_gpu = heavy / tp
+    shard_w, shard_g, shard_o = ZERO_SHARDS[zero]
+    dpn = shapes["dp"][0]                       # dp * cp ranks share weights
+    if dpn > 1 and zero == 0:     # all-reduce of the fp32 gradients
+        dp_s = _allreduce_s(cluster, 4 * params_gpu, shapes["dp"])
+    elif dpn > 1:                 # reduce-scatter them, all-gather bf16
+        dp_s = (collective_s(cluster, "reduce_scatter", 4 * params_gpu,
+                             shapes["dp"])
+                + (2 if zero == 3 else 1) * collective_s(
+                    cluster, "all_gather", 2 * params_gpu, shapes["dp"]))
+    else:
+        dp_s = 0.0
+    lps = split[0]
+    window = lps * 2 * fwd if overlap_dp else 0.0
+    if zero == 3:                # the forward gather hides behind forward
+        window += lps * fwd if overlap_dp else 0.0
     dp_exposed = max(0.0, dp_s - window)
     opt_s = stream_s(gpu, ADAM_BYTES_PER_PARAM * params_gpu
-                     / (dp if distributed_optimizer else 1))
-    parts = {"compute": m * (stage_comp + logits / pp),
-             "tp_comm": m * stage_tp, "pp_p2p": m * p2p,
+                     / (dpn if shard_o else 1))
+    parts = {"compute": m * (sum(split) / pp * layer_comp + logits / pp),
+             "tp_comm": m * sum(split) / pp * layer_tp,
+             "pp_p2p": m * p2p,
              "pp_bubble": bubble, "pp_imbalance": imbalance,
              "dp_exposed": dp_exposed, "optimizer": opt_s}
+    if cp > 1:           # the new axes' parts appear when they are used
+        parts["cp_comm"] = m * sum(split) / pp * layer_cp
+    if moe and ep > 1:
+        parts["ep_comm"] = m * sum(split) / pp * layer_moe
     total = sum(parts.values())
     hw_flops = model.flops_per_sample(recompute) * global_batch
     model_flops = model.flops_per_sample("none") * global_batch
     mem = memory_per_gpu(
         params_per_gpu=params_gpu, capacity_bytes=gpu.hbm_gb * GIB,
-        b=b, s=s, h=h, a=a, vocab=V, t=tp, p=pp, m=m, layers_per_stage=lps,
-        interleave=interleave, recompute=recompute,
-        sequence_parallel=sequence_parallel, flash_attention=flash_attention,
-        dp=dp, distributed_optimizer=distributed_optimizer)
-    cfg = dict(tp=tp, pp=pp, dp=dp, micro_batch=micro_batch, m=m,
+        b=b, s=s_loc, h=h, a=a, vocab=V, t=tp, p=pp, m=m,
+        layers_per_stage=max(split), interleave=interleave,
+        recompute=recompute, sequence_parallel=sequence_parallel,
+        flash_attention=flash_attention, dp=dpn,
+        distributed_optimizer=shard_o, shard_grads=shard_g,
+        shard_weights=shard_w, kv_fraction=model.kv_dim / h)
+    cfg = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, zero=zero,
+               micro_batch=micro_batch, m=m, layer_split=split,
                interleave=interleave, recompute=recompute, order=order,
                tp_links="nvlink" if tp_shape[1] == 1 else "net",
                dp_allreduce_s=dp_s)
     return IterationResult(
         total, parts, hw_flops / total / world / 1e12,
         model_flops / total / world / gpu.peak_flops(precision), mem, cfg)
-

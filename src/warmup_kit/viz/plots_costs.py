@@ -19,7 +19,6 @@ from warmup_kit.model import costs
 from warmup_kit.units import human_bytes as human
 from warmup_kit.measure import fit as F
 from warmup_kit.algorithms import build
-from warmup_kit.algorithms.hierarchical import hierarchical_allreduce
 from warmup_kit.model.hardware import cluster
 from warmup_kit.model.nccl import ALGORITHMS as NCCL_ALGORITHMS
 from warmup_kit.model.nccl import PROTOCOLS, best_for_shape, shape_of, time_s
@@ -29,6 +28,7 @@ from warmup_kit.viz.widgets import Figure, Grid, Line, Panel
 #: the flat all-reduce algorithms of Chapter 4, in the book's order
 FLAT = ("ring", "tree", "double_tree", "recursive_doubling", "rabenseifner")
 SHORT = {"ring": "ring", "tree": "tree", "double_tree": "2tree",
+         "rail_ring": "NCCL ring", "leader": "leader",
          "recursive_doubling": "rec-dbl", "rabenseifner": "Rab",
          "hierarchical": "hier", "nvls": "NVLS", "nvls_tree": "NVLS-tree"}
 SIZES = tuple(2 ** k for k in range(3, 33))          # 8 B .. 4 GiB
@@ -144,35 +144,44 @@ def measured_vs_fit(doc: dict, n: int,
 # ------------------------------------------------ hierarchical vs flat
 def island_times(system: str, nodes: int, sizes: Sequence[int]
                  ) -> dict[str, list[float]]:
-    """Simulated all-reduce time (s) of each algorithm on ``nodes`` full
-    nodes of ``system``, ranks packed, hierarchical grouped by node."""
+    """Simulated all-reduce time (s) on ``nodes`` full nodes of ``system``,
+    ranks packed, two-level schemes grouped by node: the textbook ring
+    (``ring``, lock-step), the flat ring as NCCL runs it (``rail_ring``, a
+    ring per rail, pipelined), ``hierarchical`` and ``leader`` (pipelined)
+    and the unpipelined ``double_tree`` (lock-step). See
+    :mod:`warmup_kit.model.twolevel`."""
     c = cluster(system, nodes)
     n, g = c.n_gpus, c.gpus_per_node
-    scheds = {alg: build("allreduce", alg, n) for alg in
-              ("ring", "tree", "double_tree")}
-    scheds["hierarchical"] = hierarchical_allreduce(n, g)
-    return {alg: [simulate(s, c, v).total_s for v in sizes]
-            for alg, s in scheds.items()}
+    runs = {"ring": False, "rail_ring": True, "hierarchical": True,
+            "leader": True, "double_tree": False}
+    out = {}
+    for alg, pipelined in runs.items():
+        s = build("allreduce", alg, n, ranks_per_node=g)
+        out[alg] = [simulate(s, c, v, pipelined=pipelined).total_s
+                    for v in sizes]
+    return out
 
 
 def islands_view(system: str, nodes: int,
                  sizes: Sequence[int] = tuple(2 ** k for k in range(10, 31, 2))
                  ) -> Figure:
-    """Flat ring, tree, double tree and hierarchical across NVLink islands
-    (simulated); right, the flat ring's time over the hierarchical one's."""
+    """Textbook ring, NCCL's flat ring, hierarchical, leader and double tree
+    across NVLink islands (simulated); right, each one's time over the
+    NCCL-style flat ring's (below 1: faster than the fair flat ring)."""
     t = island_times(system, nodes, sizes)
     xs = list(sizes)
-    left = [Line(xs, [s * 1e6 for s in t[a]], SHORT[a], dash=a != "hierarchical")
-            for a in ("ring", "tree", "double_tree", "hierarchical")]
-    right = [Line(xs, [f / h for f, h in zip(t[a], t["hierarchical"])],
-                  f"{SHORT[a]} / hier", dash=True)
-             for a in ("ring", "tree", "double_tree")]
+    order = ("ring", "rail_ring", "hierarchical", "leader", "double_tree")
+    left = [Line(xs, [s * 1e6 for s in t[a]], SHORT[a],
+                 dash=a in ("ring", "double_tree")) for a in order]
+    right = [Line(xs, [x / f for x, f in zip(t[a], t["rail_ring"])],
+                  f"{SHORT[a]} / NCCL ring", dash=a in ("ring", "double_tree"))
+             for a in order if a != "rail_ring"]
     g = cluster(system, nodes)
     return Figure([
         Panel(left, title=f"{g.n_gpus} GPUs = {nodes} nodes x "
                           f"{g.gpus_per_node}", xlabel="bytes per rank",
               ylabel="µs (simulated)", logx=True, logy=True),
-        Panel(right, title="how much slower than hierarchical",
+        Panel(right, title="time / NCCL-style flat ring",
               xlabel="bytes per rank", ylabel="x", logx=True, logy=True)],
         title=f"all-reduce across NVLink islands, {system} (model)")
 

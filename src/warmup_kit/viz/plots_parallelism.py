@@ -87,3 +87,28 @@ def rank_grids(layout: Layout, gpus_per_node: int = 8) -> Figure:
                    for a in reversed(AXES)],
                   title=f"rank grid tp={layout.tp} pp={layout.pp} "
                         f"dp={layout.dp}, order {' > '.join(layout.order)}")
+
+
+def splits_figure(n: int = 4) -> Figure:
+    """Who holds what of one layer under TP, sequence parallelism and
+    context parallelism, ``n`` GPUs (Chapter 1): a weight matrix split by
+    columns (TP), the norm and dropout activations split by sequence (SP,
+    inside the TP group), and every activation split by sequence (CP),
+    whose attention passes K and V blocks around a ring."""
+    blocks = range(n)
+
+    def grid(owner, xl, yl):
+        return Grid(z=[[owner(r, c) / max(1, n - 1) for c in blocks]
+                       for r in blocks],
+                    text=[[f"GPU {owner(r, c)}" for c in blocks]
+                          for r in blocks],
+                    xlabels=[f"{xl} {c}" for c in blocks],
+                    ylabels=[f"{yl} {r}" for r in blocks])
+    return Figure([
+        Panel([grid(lambda r, c: c, "cols", "rows")],
+              title="TP: weight W1 (h x 4h), split by columns"),
+        Panel([grid(lambda r, c: r, "hidden", "tokens")],
+              title="SP: norm/dropout activations (s x h), split by tokens"),
+        Panel([grid(lambda r, c: r, "hidden", "tokens")],
+              title="CP: every activation split by tokens; K,V go round")],
+        title=f"one transformer layer over {n} GPUs")
