@@ -94,7 +94,14 @@ def _kill(proc: subprocess.Popen, before: set[str]) -> None:
     except ProcessLookupError:
         pass
     proc.communicate()
-    remove_orphan_segments(mpich_segments() - before)
+    # a killed rank maps its segment until the kernel has torn it down,
+    # which can outlast mpiexec's exit: retry for a few seconds
+    deadline = time.monotonic() + 5.0
+    while True:
+        remove_orphan_segments(mpich_segments() - before)
+        if not mpich_segments() - before or time.monotonic() > deadline:
+            return
+        time.sleep(0.1)
 
 
 def run_mpi(target: str, n: int = 4, *, args: Sequence = (),

@@ -204,9 +204,12 @@ class SocketComm(Comm):
         except PeerLost as exc:
             if self._broken is None:
                 self._broken = exc
-                if exc.peer not in self._gone:
-                    self._gone.add(exc.peer)
-                    self._broadcast(notice(LOST, exc.peer))
+                # pass it on even when another rank told us (it is then in
+                # _gone already): a peer that has not heard from that rank
+                # yet would otherwise see our connection close first and
+                # blame us
+                self._gone.add(exc.peer)
+                self._broadcast(notice(LOST, exc.peer))
             raise
         except (CollectiveTimeout, ProtocolError) as exc:
             self._broken = self._broken or exc
