@@ -225,3 +225,16 @@ def test_table_text_and_html():
 def test_table_refuses_ragged_rows():
     with pytest.raises(ValueError, match="2 cells"):
         plots.Table(["a", "b"], [[1, 2], [3]])
+
+
+def test_named_y_ticks_in_both_renderings():
+    from warmup_kit.viz.render_mpl import render_mpl
+    from warmup_kit.viz.render_plotly import plotly_layout
+    panel = Panel([Line([0, 1], [0, 1.5])], ylim=(-0.2, 2.1),
+                  yticks=((0.4, "all-reduce"), (1.5, "compute")))
+    layout = plotly_layout(Figure([panel]), [([0, 1], [0, 2])])
+    assert layout["yaxis"]["tickvals"] == [0.4, 1.5]
+    assert layout["yaxis"]["ticktext"] == ["all-reduce", "compute"]
+    ax = render_mpl(panel).axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == \
+        ["all-reduce", "compute"]

@@ -14,6 +14,9 @@ from warmup_kit.viz.widgets import Bars, Figure, Line, Panel, Points
 
 LANES = {"compute": (1.1, 1.9), "comm": (0.0, 0.8)}
 COLORS = {"compute": "#1f77b4", "comm": "#ff7f0e"}
+#: the lanes named on the y axis, at the middle of each
+LANE_TICKS = ((sum(LANES["comm"]) / 2, "all-reduce"),
+              (sum(LANES["compute"]) / 2, "compute"))
 
 
 def lane_wave(spans: Sequence[Span], lane: str, end_ms: float
@@ -42,7 +45,7 @@ def gantt_panel(tl: Timeline, title: str, end_ms: float | None = None
     return Panel(traces, title=f"{title}: step {tl.step_s * 1e3:.1f} ms, "
                                f"exposed {tl.exposed_s * 1e3:.1f} ms",
                  xlabel="ms from the start of the step",
-                 ylabel="comm | compute", ylim=(-0.2, 2.1))
+                 ylim=(-0.2, 2.1), yticks=LANE_TICKS)
 
 
 def gantt_figure(measured: Timeline, model: Timeline, title: str = ""
@@ -71,8 +74,8 @@ def bucket_view(curve: dict, timelines: dict, bucket_mib: float,
     right = Panel([Line(caps, off, name="overlap off", dash=True),
                    Line(caps, on, name="overlap on", markers=True),
                    Points([bucket_mib], [on[i]], [f"{on[i]:.0f} ms"])],
-                  title=f"step time vs bucket cap: {engines.split(' (')[0]}, "
-                        f"+{latency_ms:g} ms a bucket",
+                  title=f"step vs bucket cap ({engines.split(' (')[0]}, "
+                        f"+{latency_ms:g} ms/bucket)",
                   xlabel="bucket cap (MiB)", ylabel="step (ms)", logx=True)
     end = max(max(v) for k, v in curve.items() if k != "caps")
     left = gantt_panel(tl, f"{bucket_mib:g} MiB buckets", end)

@@ -66,6 +66,9 @@ def render_mpl(spec: Figure | Panel):
             ax.set_yscale("log")
         if p.ylim:
             ax.set_ylim(*p.ylim)
+        if p.yticks:
+            ax.set_yticks([v for v, _ in p.yticks],
+                          [t for _, t in p.yticks])
         if any(t.name for t in p.traces if isinstance(t, (Line, Bars))
                or (isinstance(t, Points) and not t.open_square)):
             ax.legend(fontsize=8)

@@ -102,6 +102,9 @@ def plotly_layout(spec: Figure, ranges: list) -> dict:
             xa["range"], ya["range"] = ranges[p]
             if panel.ylim:
                 ya["range"] = list(panel.ylim)
+            if panel.yticks:
+                ya.update(tickvals=[v for v, _ in panel.yticks],
+                          ticktext=[t for _, t in panel.yticks])
         layout[f"xaxis{sfx}"], layout[f"yaxis{sfx}"] = xa, ya
         layout["annotations"].append(dict(
             text=html.escape(panel.title), x=(x0 + x1) / 2, y=1.0,

@@ -83,6 +83,8 @@ class Panel:
     logx: bool = False
     logy: bool = False
     ylim: tuple[float, float] | None = None
+    #: ((y, label), ...): named ticks in place of numbers (a Gantt's lanes)
+    yticks: tuple[tuple[float, str], ...] = ()
 
 
 @dataclass(frozen=True)
