@@ -51,12 +51,12 @@ class RunConfig:
     toy: ToyConfig = field(default_factory=ToyConfig)
     batch: int = 4
     prompt: int = 16
-    new_tokens: int = 17             # 16 decode steps after the prefill
-    passes: int = 6
+    new_tokens: int = 9              # 8 decode steps after the prefill
+    passes: int = 12                 # short passes: sweep and loop side by side
     warmup: int = 1                  # passes dropped
     algorithms: tuple = ("ring", "recursive_doubling")
     sweep_bytes: tuple = (256, 1024, 4096, 8192, 16384, 65536, 262144)
-    sweep_reps: int = 16             # back-to-back calls per size and pass
+    sweep_reps: int = 8              # calls per size and pass
     timeout_s: float = 60.0
 
     @property
