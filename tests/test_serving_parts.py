@@ -126,3 +126,17 @@ def test_generation_is_deterministic_and_bounded():
     assert a.shape == (2, 5)
     with pytest.raises(ValueError):
         toy.generate(CFG, p, 20)            # past max_seq
+
+
+# ------------------------------------------------ one BLAS thread per rank
+def test_limit_blas_threads_caps_numpys_openblas():
+    from warmup_kit.machine import blas_threads, limit_blas_threads
+    before = blas_threads()
+    if before is None:
+        pytest.skip("numpy is not linked against OpenBLAS here")
+    try:
+        assert limit_blas_threads(1) is True
+        assert blas_threads() == 1
+    finally:
+        limit_blas_threads(before)
+    assert blas_threads() == before

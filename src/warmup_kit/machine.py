@@ -40,6 +40,36 @@ _BLAS_SETTERS = ("scipy_openblas_set_num_threads64_",
                  "openblas_set_num_threads")
 
 
+def _openblas():
+    """The OpenBLAS library this process has loaded, via ctypes, or None."""
+    import ctypes
+    try:
+        with open("/proc/self/maps") as f:
+            paths = sorted({line.split()[-1] for line in f
+                            if "openblas" in line.lower() and "/" in line})
+    except OSError:
+        return None
+    for path in paths:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        if any(hasattr(lib, n) for n in _BLAS_SETTERS):
+            return lib
+    return None
+
+
+def blas_threads() -> int | None:
+    """Threads of the loaded OpenBLAS, or None where there is none."""
+    lib = _openblas()
+    for name in ("scipy_openblas_get_num_threads64_",
+                 "scipy_openblas_get_num_threads",
+                 "openblas_get_num_threads64_", "openblas_get_num_threads"):
+        if lib is not None and hasattr(lib, name):
+            return int(getattr(lib, name)())
+    return None
+
+
 def limit_blas_threads(n: int = 1) -> bool:
     """Cap the threads of the OpenBLAS this process has loaded (numpy's).
 
@@ -51,19 +81,9 @@ def limit_blas_threads(n: int = 1) -> bool:
     Returns False where no OpenBLAS is found (nothing is changed).
     """
     import ctypes
-    try:
-        with open("/proc/self/maps") as f:
-            paths = sorted({line.split()[-1] for line in f
-                            if "openblas" in line.lower() and "/" in line})
-    except OSError:
-        return False
-    for path in paths:
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for name in _BLAS_SETTERS:
-            if hasattr(lib, name):
-                getattr(lib, name)(ctypes.c_int(int(n)))
-                return True
+    lib = _openblas()
+    for name in _BLAS_SETTERS:
+        if lib is not None and hasattr(lib, name):
+            getattr(lib, name)(ctypes.c_int(int(n)))
+            return True
     return False

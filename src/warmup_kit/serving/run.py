@@ -19,9 +19,10 @@ few KB costs its latency. The all-reduce cost comes from the host model
 a sweep*, never to the decode loop itself; the compute is the step's
 measured time outside its all-reduce calls. By default the fit is to the
 sweep after compute: on this machine an all-reduce called back to back
-costs 1.5-2x less than the same call after compute (its code and buffers
-still in cache, the ranks already lined up by the previous call), and
-the model fitted to those misses the loop's communication by 30-60%. :func:`latency_share` says how
+costs less than the same call after compute (its code and buffers still
+in cache, the ranks already lined up by the previous call), and the model
+fitted to those misses the loop by tens of percent (Chapter 9's stored
+run: 11-43% of the step). :func:`latency_share` says how
 much of the fitted cost at the decode's size is per-call and per-round
 latency rather than bytes.
 """

@@ -7,16 +7,10 @@ experts and routing, vocabulary and a sliding attention window. The numbers
 of :data:`MODELS` are copied from the models' papers and released configs
 (the ``source`` of each names where); ``tests/test_serving_model.py``
 checks the parameter counts they imply against the published ones.
-
-:meth:`ModelShape.transformer` hands the same shape to the training model
-(:class:`warmup_kit.parallelism.step.Transformer`), whose per-layer kernel
-times the prefill model reuses.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-from warmup_kit.parallelism.step import Transformer
 
 
 @dataclass(frozen=True)
@@ -149,20 +143,6 @@ class ModelShape:
         2 per active weight (the multiply and the add)."""
         return 2.0 * (self.active_params - self.embedding_params
                       + self.vocab * self.hidden)
-
-    def transformer(self, seq: int) -> Transformer:
-        """The same shape as the training model's :class:`Transformer`
-        (``heads * head_dim`` must equal ``hidden`` there). A SwiGLU FFN of
-        width f is passed as a two-matrix FFN of width 1.5 f: the same
-        weights and FLOPs."""
-        if self.q_dim != self.hidden:
-            raise ValueError(f"{self.name}: heads x head_dim != hidden")
-        ffn = self.ffn * 3 // 2 if self.gated else self.ffn
-        return Transformer(layers=self.layers, hidden=self.hidden,
-                           heads=self.heads, seq=seq, vocab=self.vocab,
-                           ffn=ffn, kv_heads=self.kv_heads,
-                           experts=self.experts,
-                           top_k=self.top_k if self.moe else 1)
 
     def experts_touched(self, tokens: float) -> float:
         """Experts of one MoE layer that at least one of ``tokens`` routes
