@@ -76,9 +76,49 @@ RULES = [
 ]
 
 
+# Chapter 9's serving package keeps its model apart from what runs on a
+# communicator, module by module (as train/ keeps its timeline model).
+SERVING_RUNTIME = {f"warmup_kit.serving.{m}" for m in (
+    "tp_decode", "moe_layer", "handoff", "run")}
+
+
+def _serving_model(name: str) -> bool:
+    return _inside(name, "warmup_kit.serving") and name not in SERVING_RUNTIME
+
+
+RULES += [
+    # the cost model, the shapes, routing and the numpy toy: no transport,
+    # no measurement, nothing that runs on ranks
+    ("warmup_kit.serving (model)", lambda m: any(_inside(m, x) for x in (
+        "warmup_kit.comm", "warmup_kit.execute", "warmup_kit.collectives",
+        "warmup_kit.measure", "warmup_kit.bench", "warmup_kit.viz",
+        "mpi4py")) or m in SERVING_RUNTIME),
+    # the runs: public collectives on any communicator, never the GPU model
+    ("warmup_kit.serving (runs)", lambda m: any(_inside(m, x) for x in (
+        "warmup_kit.execute", "warmup_kit.model", "warmup_kit.parallelism",
+        "warmup_kit.viz", "mpi4py"))),
+]
+_MEMBERS = {"warmup_kit.serving (model)": _serving_model,
+            "warmup_kit.serving (runs)": lambda n: n in SERVING_RUNTIME}
+
+
+def _in_layer(name: str, layer: str) -> bool:
+    return _MEMBERS[layer](name) if layer in _MEMBERS else _inside(name,
+                                                                   layer)
+
+
+def test_serving_rules_cover_every_module():
+    """Every serving module is in one of its two layers, and the runtime
+    names are real modules."""
+    serving = [n for n in MODULES if _inside(n, "warmup_kit.serving")]
+    assert SERVING_RUNTIME <= set(serving)
+    assert len(serving) > len(SERVING_RUNTIME)
+
+
 @pytest.mark.parametrize("layer,forbidden", RULES, ids=[r[0] for r in RULES])
 def test_layer_imports_only_below(layer, forbidden):
-    bad = [f"{name} imports {mod}" for name in MODULES if _inside(name, layer)
+    bad = [f"{name} imports {mod}" for name in MODULES
+           if _in_layer(name, layer)
            for mod, _ in _imports(name) if forbidden(mod)]
     assert not bad, "\n".join(bad)
 

@@ -31,3 +31,59 @@ def load_average() -> float | None:
         return os.getloadavg()[0]
     except (AttributeError, OSError):
         return None
+
+
+#: entry points of the OpenBLAS builds numpy ships or links (scipy-openblas
+#: wheels prefix and suffix the names)
+_BLAS_SETTERS = ("scipy_openblas_set_num_threads64_",
+                 "scipy_openblas_set_num_threads", "openblas_set_num_threads64_",
+                 "openblas_set_num_threads")
+
+
+def _openblas():
+    """The OpenBLAS library this process has loaded, via ctypes, or None."""
+    import ctypes
+    try:
+        with open("/proc/self/maps") as f:
+            paths = sorted({line.split()[-1] for line in f
+                            if "openblas" in line.lower() and "/" in line})
+    except OSError:
+        return None
+    for path in paths:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        if any(hasattr(lib, n) for n in _BLAS_SETTERS):
+            return lib
+    return None
+
+
+def blas_threads() -> int | None:
+    """Threads of the loaded OpenBLAS, or None where there is none."""
+    lib = _openblas()
+    for name in ("scipy_openblas_get_num_threads64_",
+                 "scipy_openblas_get_num_threads",
+                 "openblas_get_num_threads64_", "openblas_get_num_threads"):
+        if lib is not None and hasattr(lib, name):
+            return int(getattr(lib, name)())
+    return None
+
+
+def limit_blas_threads(n: int = 1) -> bool:
+    """Cap the threads of the OpenBLAS this process has loaded (numpy's).
+
+    Ranks forked from a process that already loaded numpy inherit its
+    thread count (one per core), so N ranks on C cores run N x C BLAS
+    threads that spin against each other; a rank calls this first so that
+    the ranks, not thread pools, share the cores. The environment variable
+    ``OPENBLAS_NUM_THREADS`` does the same only before numpy is imported.
+    Returns False where no OpenBLAS is found (nothing is changed).
+    """
+    import ctypes
+    lib = _openblas()
+    for name in _BLAS_SETTERS:
+        if lib is not None and hasattr(lib, name):
+            getattr(lib, name)(ctypes.c_int(int(n)))
+            return True
+    return False
