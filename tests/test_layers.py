@@ -73,7 +73,20 @@ RULES = [
     ("warmup_kit.train", lambda m: any(_inside(m, x) for x in (
         "warmup_kit.execute", "warmup_kit.model", "warmup_kit.parallelism",
         "warmup_kit.viz", "mpi4py"))),
+    # failures run on any communicator (MPI through MPIComm, never mpi4py)
+    ("warmup_kit.failures", lambda m: any(_inside(m, x) for x in (
+        "warmup_kit.execute", "warmup_kit.measure", "warmup_kit.bench",
+        "warmup_kit.viz", "mpi4py"))),
 ]
+
+#: the failure models are models: no transport, no training job
+FAILURE_MODELS = ("warmup_kit.failures.goodput", "warmup_kit.failures.blast",
+                  "warmup_kit.failures.straggler",
+                  "warmup_kit.failures.published")
+RULES += [(m, lambda mod: any(_inside(mod, x) for x in (
+    "warmup_kit.comm", "warmup_kit.collectives", "warmup_kit.execute",
+    "warmup_kit.train", "warmup_kit.failures.board", "mpi4py")))
+    for m in FAILURE_MODELS]
 
 
 @pytest.mark.parametrize("layer,forbidden", RULES, ids=[r[0] for r in RULES])
@@ -145,3 +158,5 @@ def test_the_rules_see_the_imports():
             _imports("warmup_kit.algorithms.tree"))
     assert any(m == "warmup_kit.model.hardware"
                for m, _ in _imports("warmup_kit.model.nccl"))
+    assert any(m == "warmup_kit.failures.board"
+               for m, _ in _imports("warmup_kit.failures.watchdog"))
