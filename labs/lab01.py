@@ -167,7 +167,7 @@ def main(argv=None) -> int:
         print("--world must be >= 1", file=sys.stderr)
         return 2
     if args.fail is not None:
-        from warmup_kit.failures.lab import cli
+        from warmup_kit.failures.lab_cli import cli
         return cli(args, under_mpi=args.world is None and launched_by_mpi())
     if args.world is not None:
         rows = run_socket_ranks(args)

@@ -5,7 +5,6 @@ that is bit-identical (in one process; the multi-rank cases, with real
 kills, are in test_resume.py)."""
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -18,7 +17,7 @@ from warmup_kit.comm.sockets import SocketComm
 from warmup_kit.failures import inject
 from warmup_kit.failures.checkpoint import Checkpointer
 from warmup_kit.failures.files import (
-    MANIFEST, CorruptCheckpoint, atomic_write, record_name, shard_name,
+    MANIFEST, CorruptCheckpoint, atomic_write, shard_name,
     step_dir, write_manifest, write_shard)
 from warmup_kit.failures.job import Job, JobConfig, flat_slice, part
 from warmup_kit.failures.restart import train

@@ -12,10 +12,10 @@ job waits for a repair.
 
 * :func:`young` and :func:`daly`: the first-order optimum interval
   (Young 1974, ``sqrt(2 delta M)``) and Daly's higher-order one (Daly
-  2006, eq. 37), and :func:`exact_optimum`, the minimum of Daly's cost
+  2006), and :func:`exact_optimum`, the minimum of Daly's cost
   function itself;
 * :func:`expected_wall`: the expected run time of that model, exactly
-  (Daly 2006, eq. 12 for whole segments; the last, partial segment writes
+  (Daly 2006's cost function for whole segments; the last, partial segment writes
   no checkpoint);
 * :func:`simulate`: a Monte Carlo run of the same job, failure by failure,
   with a finite pool of hot spares if asked, vectorised over intervals and
@@ -44,7 +44,7 @@ def young(delta_s: float, mtbf_s: float) -> float:
 
 
 def daly(delta_s: float, mtbf_s: float) -> float:
-    """Daly's higher-order estimate (2006, eq. 37): for ``delta < 2M``,
+    """Daly's higher-order estimate (2006): for ``delta < 2M``,
     ``sqrt(2 delta M) [1 + sqrt(delta/2M)/3 + (delta/2M)/9] - delta``;
     otherwise ``M``."""
     _check(delta_s, mtbf_s)
@@ -76,7 +76,7 @@ def expected_wall(tau_s, delta_s: float, mtbf_s: float, restart_s: float,
                   work_s: float):
     """Expected run time of ``work_s`` seconds of work (exponential
     failures, unlimited spares): per whole segment of ``tau + delta``,
-    ``M e^(R/M) (e^((tau+delta)/M) - 1)`` (Daly 2006, eq. 12); the last,
+    ``M e^(R/M) (e^((tau+delta)/M) - 1)`` (Daly 2006); the last,
     partial segment writes no checkpoint. ``tau_s`` may be an array."""
     tau = np.asarray(tau_s, dtype=float)
     M = mtbf_s
@@ -231,3 +231,36 @@ def sim_optimum(r: SimResult, boot: int = 200, seed: int = 1
     draws = [vertex(r.goodput[:, rng.integers(0, reps, reps)].mean(axis=1))
              for _ in range(boot)]
     return best, float(np.std(np.log(draws), ddof=1)) * best
+
+
+def restart_budget(goodput: float, delta_s: float, mtbf_s: float) -> float:
+    """The longest restart that still allows ``goodput`` at the best
+    interval (long runs): solves ``tau / (M e^(R/M) (e^((tau+delta)/M) -
+    1)) = goodput`` for R; negative if no restart is fast enough."""
+    tau = exact_optimum(delta_s, mtbf_s)
+    M = mtbf_s
+    return M * math.log(tau / (goodput * M * math.expm1((tau + delta_s) /
+                                                        M)))
+
+
+def optimum_table(cases: dict, reps: int = 400, seed: int = 0) -> list:
+    """For each case ``name -> (M, delta, R, work)``: Young's, Daly's and
+    the exact optimum, the simulated one with its error, and the simulated
+    goodput at each (the chapter's comparison)."""
+    rows = []
+    for name, (M, delta, R, work) in cases.items():
+        taus = daly(delta, M) * 2.0 ** np.linspace(-1, 1, 17)
+        sim = simulate(Scenario(M, delta, R, work), taus, reps=reps,
+                       seed=seed)
+        best, err = sim_optimum(sim)
+        at = simulate(Scenario(M, delta, R, work),
+                      [young(delta, M), daly(delta, M), best], reps=reps,
+                      seed=seed)
+        rows.append({"case": name, "mtbf_s": M, "ckpt_s": delta,
+                     "restart_s": R, "work_s": work,
+                     "young_s": young(delta, M), "daly_s": daly(delta, M),
+                     "exact_s": exact_optimum(delta, M), "sim_s": best,
+                     "sim_err_s": err, "goodput": dict(zip(
+                         ("young", "daly", "sim"), at.mean.tolist())),
+                     "goodput_err": float(at.stderr.max()), "result": sim})
+    return rows

@@ -19,9 +19,7 @@ board (:mod:`warmup_kit.failures.board`) with a watchdog beside it
 """
 from __future__ import annotations
 
-import json
 import os
-import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -33,7 +31,7 @@ from warmup_kit.comm.base import Comm
 from warmup_kit.comm.launch import launch
 from warmup_kit.errors import CollectiveTimeout, PeerLost, RankDied
 from warmup_kit.failures import inject
-from warmup_kit.failures.board import Board
+from warmup_kit.failures.board import Board, alive
 from warmup_kit.failures.straggler import find_stragglers
 from warmup_kit.failures.watchdog import HangDetected, Watchdog, refine
 
@@ -117,6 +115,10 @@ def rank_main(comm: Comm, demo: Demo, board_path: str, abort=None,
 
     def announce(rep) -> None:
         out["report"] = rep.text
+        out["board"] = [{"rank": x.rank, "step": x.step,
+                         "entered": x.started, "finished": x.done,
+                         "inside": x.inside, "alive": alive(x.pid)}
+                        for x in rep.rows]
 
     wd = Watchdog(board, demo.watchdog_s, on_report=announce,
                   action="raise" if abort is None else abort)
@@ -198,10 +200,11 @@ def finish(demo: Demo, ranks: list[dict], transport: str,
            elapsed_s: float) -> dict:
     """The demo's result: each rank's outcome, the watchdog's report, and
     (slow) the straggler verdict."""
-    report = next((o["report"] for o in ranks if o.get("report")), None)
+    who = next((o for o in ranks if o.get("report")), {})
     res = {"demo": asdict(demo), "transport": transport,
            "world": len(ranks), "elapsed_s": elapsed_s, "ranks": ranks,
-           "report": report, "stragglers": None}
+           "report": who.get("report"), "board": who.get("board"),
+           "stragglers": None}
     if all(o["ok"] for o in ranks):
         compute_s = np.array([o["compute_s"] for o in ranks])
         step_s = (compute_s + np.array([o["comm_s"] for o in ranks])
@@ -232,9 +235,10 @@ def rank_line(o: dict) -> str:
 def lines(res: dict) -> list[str]:
     """The demo's outcome as text, one line per rank."""
     d = res["demo"]
-    what = (f"does {d['slow_factor']:g}x the work at every step"
-            if d["fault"] == "slow" else f"{d['fault']}s at step "
-            f"{d['fail_step']}")
+    what = {"slow": f"does {d['slow_factor']:g}x the work at every step",
+            "hang": f"hangs at step {d['fail_step']}",
+            "kill": f"is killed (SIGKILL) at step {d['fail_step']}"
+            }[d["fault"]]
     out = [f"{res['transport']}: {res['world']} ranks, rank {d['rank']} "
            f"{what}, timeout "
            f"{d['timeout'] if d['timeout'] is not None else 'none'}, "
@@ -245,101 +249,6 @@ def lines(res: dict) -> list[str]:
     if res["stragglers"]:
         out.append(res["stragglers"]["text"])
     return out
-
-
-# ------------------------------------------------------------ under MPI
-def run_mpi_rank(demo: Demo, as_json: bool = False) -> int:
-    """This process's part of the demo under ``mpirun``: every rank prints
-    its own outcome line (the job may not live long enough to gather
-    them); a hang ends in ``MPI_Abort`` from the watchdog, a kill in the
-    launcher tearing the job down."""
-    from warmup_kit.comm.mpi import MPIComm
-    comm = MPIComm()                      # COMM_WORLD, duplicated
-    world = comm.comm                     # its mpi4py communicator
-    if not 0 <= demo.rank < world.Get_size():
-        raise ValueError(f"--fail-rank {demo.rank} is not a rank of "
-                         f"{world.Get_size()}")
-    path = None
-    if world.Get_rank() == 0:
-        fd, path = tempfile.mkstemp(prefix="warmup-board-")
-        os.close(fd)
-        Board(path, world.Get_size()).close()
-    path = world.bcast(path, root=0)
-    board_ready = Board(path, world.Get_size())   # mapped: the name may go
-    world.Barrier()
-    if world.Get_rank() == 0:
-        os.unlink(path)
-
-    def abort(rep, by_me: bool) -> None:
-        if by_me:
-            _emit({"watchdog": rep.text if rep else "a hang"}, as_json,
-                  f"watchdog: {rep.text if rep else 'a hang'}; aborting "
-                  "the MPI job")
-        else:
-            time.sleep(1.0)        # let the announcing rank print first
-        world.Abort(3)
-
-    # the name is gone once rank 0 unlinks it; this descriptor keeps the
-    # file, and /proc/self/fd/N opens it again (Linux)
-    def show(out: dict, board: Board) -> None:
-        # print, then give the other survivors a moment to print theirs:
-        # the first rank to exit after a timeout aborts the whole job
-        _emit(out, as_json, rank_line(out))
-        board.mark_reported()
-        if not out["ok"]:
-            others = set(range(world.Get_size())) - {demo.rank}
-            deadline = time.monotonic() + 3.0
-            while not others <= board.reported() and \
-                    time.monotonic() < deadline:
-                time.sleep(0.01)
-
-    if demo.fault == "kill" and world.Get_rank() == demo.rank:
-        inject.arm("lab.step", lambda **kw: _emit(
-            {"rank": demo.rank, "killing_itself_at_step": demo.fail_step},
-            as_json, f"rank {demo.rank}: SIGKILL to itself at step "
-            f"{demo.fail_step}"), step=demo.fail_step)
-    out = rank_main(comm, demo, f"/proc/self/fd/{board_ready.fileno()}",
-                    abort, raise_failure=False, on_outcome=show)
-    if not out["ok"]:
-        return 1                  # a timed-out MPI job aborts at exit
-    gathered = world.gather(out, root=0)
-    if world.Get_rank() == 0:
-        res = finish(demo, gathered, "mpi", 0.0)
-        _emit(res["stragglers"], as_json, res["stragglers"]["text"])
-    comm.close()
-    board_ready.close()
-    return 0
-
-
-def _emit(obj, as_json: bool, text: str) -> None:
-    """One whole line in one write (ranks share the launcher's stdout)."""
-    sys.stdout.flush()
-    os.write(1, ((json.dumps(obj) if as_json else text) + "\n").encode())
-
-
-def cli(args, under_mpi: bool) -> int:
-    """``labs/lab01.py --fail ...``: run the demo, print its outcome.
-
-    Exit status: 0 when the demo did what it shows (the culprit named, or
-    the straggler found), 1 otherwise.
-    """
-    demo = Demo(args.fail, args.fail_rank, fail_step=args.fail_step,
-                steps=args.steps, timeout=args.timeout,
-                watchdog_s=args.watchdog)
-    if under_mpi:
-        run_mpi_rank(demo, args.json)
-        return 0
-    world = args.world or 4
-    if not 0 <= demo.rank < world:
-        print(f"lab01: --fail-rank {demo.rank} is not a rank of {world}",
-              file=sys.stderr)
-        return 2
-    res = run_local(demo, world, args.transport)
-    if args.json:
-        print(json.dumps(res))
-    else:
-        print("\n".join(lines(res)))
-    return 0 if named(res) else 1
 
 
 def named(res: dict) -> bool:

@@ -55,6 +55,7 @@ class Report:
     culprits: tuple[int, ...]     # ranks that never entered it
     waited_s: float
     details: dict = field(default_factory=dict)   # culprit -> what it does
+    rows: tuple = ()                              # the board as read
 
     @property
     def culprit(self) -> int | None:
@@ -104,7 +105,8 @@ def diagnose(rows: list[Row], now: float | None = None) -> Report | None:
     return Report(seq=s, op=first.op, nbytes=first.nbytes,
                   waiting=tuple(r.rank for r in waiting),
                   culprits=tuple(r.rank for r in behind),
-                  waited_s=now - first.t_started_s, details=details)
+                  waited_s=now - first.t_started_s, details=details,
+                  rows=tuple(rows))
 
 
 def refine(exc: CollectiveTimeout, board: Board) -> CollectiveTimeout:
