@@ -82,7 +82,8 @@ RULES = [
 #: the failure models are models: no transport, no training job
 FAILURE_MODELS = ("warmup_kit.failures.goodput", "warmup_kit.failures.blast",
                   "warmup_kit.failures.straggler",
-                  "warmup_kit.failures.published")
+                  "warmup_kit.failures.published",
+                  "warmup_kit.failures.goodput_cli")
 RULES += [(m, lambda mod: any(_inside(mod, x) for x in (
     "warmup_kit.comm", "warmup_kit.collectives", "warmup_kit.execute",
     "warmup_kit.train", "warmup_kit.failures.board", "mpi4py")))
