@@ -135,6 +135,19 @@ def test_spares():
     assert np.all(none.mean < few.mean) and np.all(few.mean < free.mean)
 
 
+def test_a_job_of_n_nodes_fails_n_times_as_often():
+    s = Scenario.of_nodes(2048, 2048 * 3 * HOUR, ckpt_s=30.0, restart_s=600.0,
+                          work_s=300 * HOUR, spares=8, repair_s=4 * HOUR)
+    assert s.mtbf_s == pytest.approx(3 * HOUR) and s.spares == 8
+    r = simulate(s, [900.0], reps=200)
+    # failures arrive at 1/M over the run time spent exposed (all but the
+    # waits for spares): about wall / M of them
+    exposed = (300 * HOUR / r.goodput[0]).mean() - r.parts["spare wait"][0]
+    assert r.failures[0] == pytest.approx(exposed / (3 * HOUR), rel=0.05)
+    with pytest.raises(ValueError):
+        Scenario.of_nodes(0, HOUR, ckpt_s=1.0, restart_s=1.0, work_s=1.0)
+
+
 @pytest.mark.parametrize("bad", [dict(mtbf_s=0.0), dict(ckpt_s=-1.0),
                                  dict(work_s=0.0), dict(spares=-1),
                                  dict(restart_s=-5.0)])

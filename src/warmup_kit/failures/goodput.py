@@ -112,6 +112,15 @@ class Scenario:
     spares: int | None = None
     repair_s: float = 0.0
 
+    @classmethod
+    def of_nodes(cls, nodes: int, node_mtbf_s: float, **kw) -> "Scenario":
+        """A job on ``nodes`` nodes that fail independently, each with mean
+        time between failures ``node_mtbf_s``: the job's MTBF is
+        ``node_mtbf_s / nodes`` (the other fields as keywords)."""
+        if nodes < 1:
+            raise ValueError(f"nodes must be >= 1, got {nodes}")
+        return cls(mtbf_s=node_mtbf_s / nodes, **kw)
+
     def __post_init__(self) -> None:
         _check(self.ckpt_s, self.mtbf_s)
         if self.restart_s < 0 or self.work_s <= 0 or self.repair_s < 0:
