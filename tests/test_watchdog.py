@@ -179,7 +179,7 @@ def test_a_killed_rank_is_named_by_every_peer(transport,
 @pytest.mark.multiproc
 @pytest.mark.timeout(60)
 def test_a_slow_rank_completes_and_is_named(no_leftover_processes):
-    res = run_local(Demo("slow", 2, slow_factor=4), 4, "sockets")
+    res = run_local(Demo("slow", 2, slow_factor=6), 4, "sockets")
     assert all(o["ok"] for o in res["ranks"])
     assert res["stragglers"]["ranks"] == [2], res["stragglers"]["text"]
     assert res["stragglers"]["cost_s"] > 0

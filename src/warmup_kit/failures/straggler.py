@@ -85,7 +85,7 @@ def robust_z(values: np.ndarray) -> np.ndarray:
     return (v - med) / np.maximum(mad, 1e-9)
 
 
-def find_stragglers(compute_s, *, step_s=None, threshold: float = 4.0,
+def find_stragglers(compute_s, *, step_s=None, threshold: float = 3.5,
                     min_excess: float = 0.10, persistence: float = 0.5
                     ) -> Stragglers:
     """Name the ranks whose compute makes the others wait.
@@ -96,7 +96,8 @@ def find_stragglers(compute_s, *, step_s=None, threshold: float = 4.0,
         step_s: the job's time of each step (wall); default the slowest
             rank's compute (then ``cost_fraction`` ignores communication).
         threshold: robust z-score (among the ranks' medians) above which a
-            rank is slow.
+            rank is slow; 3.5 is Iglewicz and Hoaglin's rule for their
+            "modified z-score", the same quantity.
         min_excess: and at least this much slower than the median rank.
         persistence: fraction of steps it must be that much slower in.
     """
