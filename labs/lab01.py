@@ -11,6 +11,14 @@ or without MPI, on 4 processes talking TCP over loopback (or shared memory):
 
 On several hosts: ``mpirun -hostfile hosts -n 8 python labs/lab01.py``.
 
+Failures (Chapter 8): ``--fail hang|kill|slow --fail-rank K`` makes rank K
+stop calling collectives, die, or run slow at step ``--fail-step``; the
+output shows who names whom (``--timeout S`` for the transports'
+timeouts, otherwise the watchdog ends a hang after ``--watchdog`` s):
+
+    python labs/lab01.py --world 4 --fail hang --fail-rank 2
+    mpirun -n 4 python labs/lab01.py --fail kill --fail-rank 2
+
 It first checks every result against a reference (MPI's own Allreduce under
 MPI, the exact numpy sum over sockets) and exits non-zero on any mismatch.
 Then it prints, per size V and per rank: bytes sent and received as the
@@ -60,8 +68,21 @@ def parse_args(argv=None) -> argparse.Namespace:
                    choices=["sockets", "shm"],
                    help="the transport of --world ranks")
     p.add_argument("--iters", type=int, default=3, help="timed repetitions")
-    p.add_argument("--timeout", type=float, default=60.0,
-                   help="seconds before a wait names the rank it waits for")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="seconds before a wait names the rank it waits for "
+                        "(None: 60, or with --fail no limit: the watchdog "
+                        "ends a hang)")
+    p.add_argument("--fail", choices=["hang", "kill", "slow"],
+                   help="Chapter 8: make --fail-rank hang, die or straggle")
+    p.add_argument("--fail-rank", type=int, default=1,
+                   help="the rank that fails")
+    p.add_argument("--fail-step", type=int, default=2,
+                   help="the step at which it hangs or dies")
+    p.add_argument("--steps", type=int, default=20,
+                   help="steps of the failure demo")
+    p.add_argument("--watchdog", type=float, default=5.0,
+                   help="seconds in one collective before the watchdog "
+                        "calls it a hang (with --fail)")
     p.add_argument("--json", action="store_true", help="print JSON only")
     args = p.parse_args(argv)
     names = ALGORITHMS if args.algorithm == "all" else tuple(
@@ -71,6 +92,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         p.error(f"unknown algorithm(s) {bad}; choose from {list(ALGORITHMS)}")
     args.algorithms = names
     args.sizes = tuple(args.size or DEFAULT_SIZES)
+    if args.timeout is None and args.fail is None:
+        args.timeout = 60.0
     return args
 
 
@@ -140,10 +163,13 @@ def main(argv=None) -> int:
         print("lab01: --world starts its own ranks; under mpirun leave it "
               "out (mpirun -n N sets the ranks)", file=sys.stderr)
         return 2
+    if args.world is not None and args.world < 1:
+        print("--world must be >= 1", file=sys.stderr)
+        return 2
+    if args.fail is not None:
+        from warmup_kit.failures.lab_cli import cli
+        return cli(args, under_mpi=args.world is None and launched_by_mpi())
     if args.world is not None:
-        if args.world < 1:
-            print("--world must be >= 1", file=sys.stderr)
-            return 2
         rows = run_socket_ranks(args)
         transport = args.transport
     elif launched_by_mpi():

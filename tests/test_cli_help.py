@@ -13,7 +13,8 @@ SCRIPTS = sorted(str(p.relative_to(ROOT)) for p in
                  [*(ROOT / "labs").glob("lab*.py"),
                   *(ROOT / "benchmarks").glob("*.py"),
                   *(ROOT / "tools").glob("check_*.py")])
-MODULES = ["warmup_kit.bench", "warmup_kit.measure.fit"]
+MODULES = ["warmup_kit.bench", "warmup_kit.measure.fit",
+           "warmup_kit.failures.goodput_cli"]
 
 
 @pytest.mark.slow

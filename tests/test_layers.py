@@ -73,7 +73,21 @@ RULES = [
     ("warmup_kit.train", lambda m: any(_inside(m, x) for x in (
         "warmup_kit.execute", "warmup_kit.model", "warmup_kit.parallelism",
         "warmup_kit.viz", "mpi4py"))),
+    # failures run on any communicator (MPI through MPIComm, never mpi4py)
+    ("warmup_kit.failures", lambda m: any(_inside(m, x) for x in (
+        "warmup_kit.execute", "warmup_kit.measure", "warmup_kit.bench",
+        "warmup_kit.viz", "mpi4py"))),
 ]
+
+#: the failure models are models: no transport, no training job
+FAILURE_MODELS = ("warmup_kit.failures.goodput", "warmup_kit.failures.blast",
+                  "warmup_kit.failures.straggler",
+                  "warmup_kit.failures.published",
+                  "warmup_kit.failures.goodput_cli")
+RULES += [(m, lambda mod: any(_inside(mod, x) for x in (
+    "warmup_kit.comm", "warmup_kit.collectives", "warmup_kit.execute",
+    "warmup_kit.train", "warmup_kit.failures.board", "mpi4py")))
+    for m in FAILURE_MODELS]
 
 
 # Chapter 9's serving package keeps its model apart from what runs on a
@@ -185,3 +199,5 @@ def test_the_rules_see_the_imports():
             _imports("warmup_kit.algorithms.tree"))
     assert any(m == "warmup_kit.model.hardware"
                for m, _ in _imports("warmup_kit.model.nccl"))
+    assert any(m == "warmup_kit.failures.board"
+               for m, _ in _imports("warmup_kit.failures.watchdog"))

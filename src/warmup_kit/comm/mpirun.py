@@ -105,13 +105,16 @@ def _kill(proc: subprocess.Popen, before: set[str]) -> None:
 
 
 def run_mpi(target: str, n: int = 4, *, args: Sequence = (),
-            timeout: float = 120.0, env: dict | None = None) -> dict:
+            timeout: float = 120.0, env: dict | None = None,
+            check: bool = True) -> dict:
     """Run a script/module under mpiexec; return the JSON object it prints.
 
     The program must print one JSON object on a line of its own (rank 0).
     The whole process group is killed if it runs past ``timeout`` or this
     call is interrupted (``KeyboardInterrupt``), and the segments the killed
-    ranks left in ``/dev/shm`` are removed.
+    ranks left in ``/dev/shm`` are removed. With ``check=False`` a job that
+    fails (a demo of a failure) is not an error: the result is
+    ``{"returncode", "stdout", "stderr"}``.
     """
     full_env = {**os.environ, **MPICH_YIELD_ENV, **(env or {})}
     before = mpich_segments()
@@ -135,6 +138,9 @@ def run_mpi(target: str, n: int = 4, *, args: Sequence = (),
     except BaseException:          # KeyboardInterrupt: leave nothing behind
         _kill(proc, before)
         raise
+    if not check:
+        remove_orphan_segments(mpich_segments() - before)
+        return {"returncode": proc.returncode, "stdout": out, "stderr": err}
     if proc.returncode != 0:
         remove_orphan_segments(mpich_segments() - before)
         raise RuntimeError(f"mpiexec -n {n} {target} failed "

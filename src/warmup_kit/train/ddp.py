@@ -79,14 +79,18 @@ class DDP:
         algorithm: the all-reduce's algorithm.
         timeout: seconds for every collective and every wait.
         flat: the gradient buffer (default ``comm.empty``).
+        optimizer: an optimizer with ``step(params, grads)``
+            (:class:`~warmup_kit.train.optim.Adam`); None: plain SGD at the
+            ``lr`` given to :meth:`step`.
     """
 
     def __init__(self, model: MLP, comm: Comm, *,
                  bucket_bytes: int = DEFAULT_BUCKET_BYTES,
                  overlap: bool = True, algorithm: str = "ring",
-                 timeout: float = 60.0, flat: np.ndarray | None = None
-                 ) -> None:
+                 timeout: float = 60.0, flat: np.ndarray | None = None,
+                 optimizer=None) -> None:
         self.model, self.comm = model, comm
+        self.optimizer = optimizer
         self.overlap, self.algorithm = overlap, algorithm
         self.timeout = timeout
         dtype = model.params[0].dtype
@@ -135,7 +139,10 @@ class DDP:
             spans.append((k, ready[k], start.wait(self.timeout),
                           end.wait(self.timeout)))
         t3 = time.perf_counter()
-        m.sgd(b.grads, lr)
+        if self.optimizer is None:
+            m.sgd(b.grads, lr)
+        else:
+            self.optimizer.step(m.params, b.grads)
         t4 = time.perf_counter()
         return StepTimes(
             forward_s=t1 - t0, backward_s=t2 - t1,

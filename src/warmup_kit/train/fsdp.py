@@ -30,10 +30,14 @@ class FSDP:
         comm: any communicator.
         algorithm: of the all-gathers and reduce-scatters.
         timeout: seconds for every collective and every wait.
+        optimizer: a factory ``optimizer(shard_shapes)`` returning an
+            optimizer with ``step(shards, grad_shards)`` (e.g.
+            :class:`~warmup_kit.train.optim.Adam`: its state is then sharded
+            with the parameters); None: plain SGD.
     """
 
     def __init__(self, model: MLP, comm: Comm, *, algorithm: str = "ring",
-                 timeout: float = 60.0) -> None:
+                 timeout: float = 60.0, optimizer=None) -> None:
         self.model, self.comm = model.copy(), comm
         self.algorithm, self.timeout = algorithm, timeout
         n, r = comm.size, comm.rank
@@ -53,6 +57,8 @@ class FSDP:
         self._full = [comm.empty(most, dtype), comm.empty(most, dtype)]
         self._grad = [comm.empty(most, dtype), comm.empty(most, dtype)]
         self.model.params = []   # this rank's full copy is gone
+        self.optimizer = (None if optimizer is None else
+                          optimizer([s.shape for s in self.shards]))
 
     @property
     def shard_bytes(self) -> int:
@@ -117,6 +123,9 @@ class FSDP:
         for work in scatters:
             if work is not None:
                 work.wait(self.timeout)
-        for s, g in zip(self.shards, grad_shards):   # sharded optimizer
-            s -= lr * g
+        if self.optimizer is not None:                # sharded optimizer
+            self.optimizer.step(self.shards, grad_shards)
+        else:
+            for s, g in zip(self.shards, grad_shards):
+                s -= lr * g
         return loss

@@ -1,0 +1,185 @@
+"""Where every rank says what it is doing: the progress board (Chapter 8).
+
+Each rank keeps one row of a small file mapped into every rank's memory:
+its process id, its training step, the sequence number of the last
+collective it entered and of the last it finished, when it entered it,
+which collective and how many bytes, and a heartbeat. It is PyTorch's
+flight recorder (a per-rank record of recent collectives with their
+sequence numbers, dumped on a timeout) and its TCPStore heartbeat in one
+table: with every rank's row side by side, a stall names its culprit,
+the rank that has not entered the collective the others are waiting in
+(:func:`warmup_kit.failures.watchdog.diagnose`).
+
+Only a rank writes its own row; anyone reads. A header row holds the
+job-wide verdict: the first watchdog to see a hang writes the culprit
+there (under a file lock) so every other rank's watchdog gives the same
+answer at once. The board is one file, so it serves ranks of one host
+(the demos' sockets, shared-memory and MPI ranks); across hosts the same
+rows would live in a key-value store such as PyTorch's TCPStore.
+"""
+from __future__ import annotations
+
+import fcntl
+import mmap
+import os
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+FIELDS = ("pid", "step", "started", "done", "t_started_ns", "op", "nbytes",
+          "beat_ns", "verdict", "reported")
+PID, STEP, STARTED, DONE, T_STARTED, OP, NBYTES, BEAT, VERDICT, REPORTED = \
+    range(10)
+#: the header row's fields: culprit + 1 (0: none), announcer + 1, time
+H_CULPRIT, H_BY, H_AT = 0, 1, 2
+OPS = ("?", "allreduce", "reduce_scatter", "all_gather", "broadcast",
+       "reduce", "gather", "scatter", "all_to_all", "barrier")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One rank's row, read at one instant."""
+
+    rank: int
+    pid: int
+    step: int
+    started: int          # sequence number of the last collective entered
+    done: int             # ... and of the last one finished
+    t_started_s: float    # time.monotonic() when it entered it
+    op: str
+    nbytes: int
+    beat_s: float
+
+    @property
+    def inside(self) -> bool:
+        """In a collective it has not finished."""
+        return self.started > self.done
+
+
+class Board:
+    """The mapped table (see the module docstring).
+
+    Args:
+        path: the file (created, and sized, by whoever opens it first).
+        world: number of ranks.
+        rank: the row this process writes (None: read only).
+    """
+
+    def __init__(self, path: str | Path, world: int,
+                 rank: int | None = None) -> None:
+        self.path, self.world, self.rank = Path(path), world, rank
+        size = (world + 1) * len(FIELDS) * 8
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        if os.fstat(self._fd).st_size < size:
+            os.ftruncate(self._fd, size)
+        self._mm = mmap.mmap(self._fd, size)
+        self._t = np.ndarray((world + 1, len(FIELDS)), np.int64, self._mm)
+        if rank is not None:
+            row = self._t[rank + 1]
+            row[:] = 0
+            row[PID] = os.getpid()
+            self.beat()
+
+    # ------------------------------------------------------ this rank
+    def beat(self, step: int | None = None) -> None:
+        row = self._t[self.rank + 1]
+        if step is not None:
+            row[STEP] = step
+        row[BEAT] = time.monotonic_ns()
+
+    def enter(self, op: str, nbytes: int = 0) -> int:
+        """This rank enters its next collective; its sequence number."""
+        row = self._t[self.rank + 1]
+        row[OP] = OPS.index(op) if op in OPS else 0
+        row[NBYTES] = nbytes
+        row[T_STARTED] = time.monotonic_ns()
+        row[STARTED] += 1                 # last: readers see a whole entry
+        row[BEAT] = row[T_STARTED]
+        return int(row[STARTED])
+
+    def leave(self) -> None:
+        row = self._t[self.rank + 1]
+        row[DONE] = row[STARTED]
+        row[BEAT] = time.monotonic_ns()
+
+    # ------------------------------------------------------ anyone
+    def rows(self) -> list[Row]:
+        t = self._t[1:].copy()
+        return [Row(r, int(x[PID]), int(x[STEP]), int(x[STARTED]),
+                    int(x[DONE]), x[T_STARTED] / 1e9,
+                    OPS[int(x[OP])] if 0 <= x[OP] < len(OPS) else "?",
+                    int(x[NBYTES]), x[BEAT] / 1e9)
+                for r, x in enumerate(t)]
+
+    def verdict(self) -> tuple[int, int] | None:
+        """``(culprit, announcing rank)`` once a watchdog has named one."""
+        h = self._t[0]
+        return None if h[H_CULPRIT] == 0 else (int(h[H_CULPRIT]) - 1,
+                                               int(h[H_BY]) - 1)
+
+    def announce(self, culprit: int) -> tuple[int, int]:
+        """Record ``culprit`` as the job's verdict unless another rank got
+        there first; the verdict that stands."""
+        fcntl.lockf(self._fd, fcntl.LOCK_EX)
+        try:
+            if self._t[0, H_CULPRIT] == 0:
+                self._t[0, H_BY] = (self.rank if self.rank is not None
+                                    else -1) + 1
+                self._t[0, H_AT] = time.monotonic_ns()
+                self._t[0, H_CULPRIT] = culprit + 1
+        finally:
+            fcntl.lockf(self._fd, fcntl.LOCK_UN)
+        return self.verdict()
+
+    def acknowledge(self) -> None:
+        """This rank has acted on the verdict."""
+        self._t[self.rank + 1, VERDICT] = 1
+
+    def acknowledged(self) -> set[int]:
+        return {r for r in range(self.world) if self._t[r + 1, VERDICT]}
+
+    def mark_reported(self) -> None:
+        """This rank has printed its outcome."""
+        self._t[self.rank + 1, REPORTED] = 1
+
+    def reported(self) -> set[int]:
+        return {r for r in range(self.world) if self._t[r + 1, REPORTED]}
+
+    def fileno(self) -> int:
+        return self._fd
+
+    @contextmanager
+    def collective(self, op: str, nbytes: int = 0):
+        """Mark a collective on this rank's row: entered now, finished
+        when the block completes (a failed one stays entered)."""
+        seq = self.enter(op, nbytes)
+        yield seq
+        self.leave()
+
+    def close(self) -> None:
+        self._t = None
+        try:
+            self._mm.close()
+        except BufferError:           # a view still alive: the OS frees it
+            pass
+        os.close(self._fd)
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    if pid <= 0:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+    except OSError:                     # no /proc: ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
