@@ -97,7 +97,10 @@ def test_elastic_resume_on_fewer_ranks(tmp_path, tmp_path_factory, kind,
                                        fewer, no_leftover_processes):
     cfg = JobConfig(kind=kind)
     ref = reference(kind, 4, tmp_path_factory)
-    out = run_with_restarts(cfg, 4, tmp_path, faults=[kill(3, step=10)],
+    # killed just after the checkpoint of step 8 commits (a kill at a
+    # fixed step can land before an asynchronous save has committed)
+    out = run_with_restarts(cfg, 4, tmp_path,
+                            faults=[kill(0, "ckpt.committed", step=8)],
                             elastic_world=fewer)
     assert [a["world"] for a in out["attempts"]] == [4, fewer]
     assert out["attempts"][-1]["resumed_from"] == 8
@@ -113,7 +116,8 @@ def test_a_corrupted_newest_checkpoint_is_skipped(tmp_path, tmp_path_factory,
                                                   no_leftover_processes):
     cfg = JobConfig()
     ref = reference("ddp", 4, tmp_path_factory)
-    out = run_with_restarts(cfg, 4, tmp_path, faults=[kill(2, step=10)])
+    out = run_with_restarts(cfg, 4, tmp_path,
+                            faults=[kill(0, "ckpt.committed", step=8)])
     assert out["attempts"][-1]["resumed_from"] == 8
     # now flip one bit of the newest checkpoint's shard and resume again
     newest = scan(tmp_path)[0]

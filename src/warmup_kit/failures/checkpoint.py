@@ -151,6 +151,7 @@ class Checkpointer:
             write_manifest(d, step, self.world, self.token, records, meta,
                            durable=self.durable)
             entry["committed"] = True
+            inject.point("ckpt.committed", rank=self.rank, step=step)
             self._retire()
         entry["write_s"] = time.perf_counter() - t0
         entry["steps_during"] = self.steps_done - done0
