@@ -12,7 +12,7 @@ export MPIR_CVAR_CH4_PROGRESS_THROTTLE ?= 1
 export MPIR_CVAR_POLLS_BEFORE_YIELD ?= 100
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: venv lock test unit book check-site check-lab lab notebooks clean
+.PHONY: venv lock test unit book check-site check-lab lab notebooks clean site-picture
 
 venv: $(STAMP)
 
@@ -43,11 +43,18 @@ test: venv
 	$(MAKE) check-site
 	$(MAKE) check-lab
 
-## every page of the built site in headless Chromium (tables, formulas,
-## figures, widgets, console); screenshots in _build/screenshots. Skipped,
-## saying so, where chromium is not installed (apt-get install chromium).
+## every internal link and #anchor of the built site, then every page of
+## _toc.yml in headless Chromium (tables, formulas, figures, widgets,
+## console; launch and download buttons; search); screenshots in
+## _build/screenshots. The browser part is skipped, saying so, where
+## chromium is not installed (apt-get install chromium).
 check-site: venv
+	$(BIN)/python tools/check_links.py _build/html
 	$(BIN)/python tools/check_site.py _build/html --out _build/screenshots
+
+## docs/site.png, the README's picture of the built site (after `make book`)
+site-picture: venv
+	$(BIN)/python tools/site_picture.py _build/html/book/ch03_ring.html docs/site.png
 
 ## every chapter run in JupyterLab as a reader would (Run All, move a
 ## slider) in headless Chromium: errors, stretched images, cut labels, live
@@ -59,16 +66,21 @@ check-lab: venv
 unit: venv
 	$(BIN)/python -m pytest -q -m "not mpi and not multiproc and not slow"
 
-## the executed static site in _build/html. jupyter-cache re-runs a notebook
-## only when its code cells change, so a change to warmup_kit drops the cache
-## (and Sphinx's doctrees, or it would not re-read the unchanged notebooks).
+## the executed static site in _build/html, then each notebook's execution
+## time from jupyter-cache (a table, and _build/notebook_times.json; fails
+## when one took over NOTEBOOK_LIMIT_S seconds). jupyter-cache re-runs a
+## notebook only when its code cells change, so a change to warmup_kit drops
+## the cache (and Sphinx's doctrees, or it would not re-read the unchanged
+## notebooks).
 JB_CACHE := _build/.jupyter_cache
+NOTEBOOK_LIMIT_S ?= 60
 book: venv
 	@if [ -d $(JB_CACHE) ] && [ -n "$$(find src labs -name '*.py' -newer $(JB_CACHE))" ]; then \
 	  echo "warmup_kit changed since the last build: re-executing notebooks"; \
 	  rm -rf $(JB_CACHE) _build/.doctrees; fi
 	WARMUP_KIT_STATIC=1 $(BIN)/jupyter-book build . -W -n --keep-going
 	@touch $(JB_CACHE)
+	$(BIN)/python tools/notebook_times.py --limit $(NOTEBOOK_LIMIT_S)
 
 ## re-run every chapter and lab notebook in place (their stored outputs are
 ## what nbval compares against); no ipywidgets state is stored, so the site

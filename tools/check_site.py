@@ -5,8 +5,9 @@ Usage (after ``make book``; ``make test`` runs it; needs Debian's
 
     .venv/bin/python tools/check_site.py [_build/html] [--out _build/screenshots]
 
-Opens every page from disk with the network off and fails (exit 1, one line
-per problem) unless, on every page:
+Opens every page of ``_toc.yml`` (and any other page the build wrote) from
+disk with the network off and fails (exit 1, one line per problem) unless
+every toc entry was built and, on every page:
 
 * the console shows no error and no script throws (a page that tries to
   fetch something from the network fails here: the site must work offline);
@@ -17,7 +18,16 @@ per problem) unless, on every page:
 * every image, figure and Plotly widget has a non-zero size;
 * every formula was typeset by MathJax;
 * every kernel-free widget responds to its sliders: moving each slider with
-  real mouse clicks changes the figure's title without any kernel.
+  real mouse clicks changes the figure's title without any kernel;
+* its buttons point where ``_config.yml`` says: on a notebook page the
+  launch menu (opened with a click) has Binder, JupyterHub and Colab
+  entries for this notebook in ``repository.url`` at ``repository.branch``;
+  the download menu links the page's source file (the stored notebook) and
+  that link opens the very file; the repository button goes to
+  ``repository.url``.
+
+And the search page (``search.html?q=...``) lists the page that ``--search``
+names for its term, and no page for a word no page contains.
 
 A screenshot of each page (half scale) goes to ``--out``, and one of each
 widget after each slider move.
@@ -26,12 +36,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 from pathlib import Path
 
 from cdp import browser, find_chromium
+from site_expect import expected_tables, launch_config, source_of, toc_pages
+from site_nav import NO_SUCH_WORD, check_buttons, check_search
 
 SKIP_PAGES = {"genindex.html", "search.html"}
 
@@ -66,7 +77,8 @@ SIZES = r"""(() => {
   root.querySelectorAll('img').forEach(e => {
     if (!e.complete || e.naturalWidth === 0) bad.push('image not loaded: ' +
                                                      name(e));
-    else if (!sized(e) && !e.closest('details:not([open])'))
+    // (a closed menu's icons: its buttons are checked by opening it)
+    else if (!sized(e) && !e.closest('details:not([open]), .dropdown-menu'))
       bad.push('image has no size: ' + name(e)); });
   root.querySelectorAll('.js-plotly-plot, .warmup-widget').forEach(e => {
     if (!sized(e) && !e.closest('details:not([open])'))
@@ -100,36 +112,6 @@ TITLE = ("Array.from(" + W + ".querySelectorAll('.annotation-text, .gtitle'))"
 RAILS = ("Array.from(" + W + ".querySelectorAll('.slider-rail-touch-rect'))"
          ".map(e => {{const b = e.getBoundingClientRect();"
          " return [b.left, b.top, b.width, b.height];}})")
-
-
-def source_of(page: Path, site: Path, repo: Path) -> Path | None:
-    """The notebook or Markdown file a built page came from."""
-    stem = page.relative_to(site).with_suffix("")
-    for ext in (".ipynb", ".md"):
-        if (repo / stem).with_suffix(ext).exists():
-            return (repo / stem).with_suffix(ext)
-    return None
-
-
-def _pipe_tables(text: str) -> int:
-    return len(re.findall(r"^\s*\|.*\|\s*\n\s*\|\s*:?-{3,}", text, re.M))
-
-
-def expected_tables(source: Path | None) -> int:
-    """Tables the page must show: pipe tables written in Markdown, and
-    outputs that carry an HTML table."""
-    if source is None:
-        return 0
-    if source.suffix == ".md":
-        return _pipe_tables(source.read_text(encoding="utf-8"))
-    n = 0
-    for cell in json.loads(source.read_text(encoding="utf-8"))["cells"]:
-        if cell["cell_type"] == "markdown":
-            n += _pipe_tables("".join(cell["source"]))
-        for out in cell.get("outputs", []):
-            html = "".join(out.get("data", {}).get("text/html", ""))
-            n += html.count("<table")
-    return n
 
 
 def console_errors(events: list[dict]) -> list[str]:
@@ -187,7 +169,7 @@ def drive_widgets(page, name: str, out: Path) -> tuple[int, list[str]]:
     return moved, bad
 
 
-def check_page(page, path: Path, site: Path, repo: Path, out: Path
+def check_page(page, path: Path, site: Path, source: Path | None, out: Path
                ) -> tuple[list[str], str]:
     """Problems found on one page, and a one-line summary."""
     page.events.clear()
@@ -210,7 +192,7 @@ def check_page(page, path: Path, site: Path, repo: Path, out: Path
     time.sleep(0.3)
     bad += page.eval(RAW_MARKDOWN)
     bad += page.eval(SIZES)
-    want = expected_tables(source_of(path, site, repo))
+    want = expected_tables(source)
     got = page.eval("(document.querySelector('main') || document.body)"
                     ".querySelectorAll('table').length")
     if got < want:
@@ -229,11 +211,35 @@ def check_page(page, path: Path, site: Path, repo: Path, out: Path
                  f"{moved} sliders moved")
 
 
+def pages_to_check(site: Path, repo: Path
+                   ) -> tuple[list[tuple[str, Path, Path | None]], list[str]]:
+    """(page name, built file, source) for every toc entry and any other
+    page the build wrote; and the toc entries that were not built."""
+    pages, missing, seen = [], [], set()
+    for stem, src in toc_pages(repo):
+        path = site / f"{stem}.html"
+        if path.is_file():
+            pages.append((stem, path, src))
+            seen.add(path.resolve())
+        else:
+            missing.append(f"{stem}: in _toc.yml, no {path} built")
+    for path in sorted(site.rglob("*.html")):
+        rel = path.relative_to(site)
+        if path.resolve() in seen or path.name in SKIP_PAGES \
+                or rel.parts[0].startswith("_"):
+            continue
+        pages.append((str(rel.with_suffix("")), path,
+                      source_of(path, site, repo)))
+    return pages, missing
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("site", nargs="?", default="_build/html")
     ap.add_argument("--out", default="_build/screenshots")
     ap.add_argument("--repo", default=".", help="where the sources are")
+    ap.add_argument("--search", default="ring=book/ch03_ring",
+                    help="TERM=PAGE: searching TERM must list PAGE")
     ap.add_argument("--chromium", default=find_chromium())
     args = ap.parse_args(argv)
     if not args.chromium:
@@ -241,19 +247,23 @@ def main(argv=None) -> int:
               "chromium)")
         return 0
     site, out, repo = Path(args.site), Path(args.out), Path(args.repo)
+    term, _, want = args.search.partition("=")
     out.mkdir(parents=True, exist_ok=True)
-    pages = sorted(p for p in site.rglob("*.html")
-                   if p.name not in SKIP_PAGES
-                   and not p.relative_to(site).parts[0].startswith("_"))
+    pages, missing = pages_to_check(site, repo)
+    for m in missing:
+        print(f"FAIL {m}")
     if not pages:
         print(f"check_site: no pages under {site}")
         return 1
-    failed = 0
+    cfg = launch_config(repo)
+    failed = len(missing)
     with browser(args.chromium) as page:
         page.call("Runtime.enable")
         page.call("Log.enable")
-        for path in pages:
-            bad, summary = check_page(page, path, site, repo, out)
+        for stem, path, src in pages:
+            bad, summary = check_page(page, path, site, src, out)
+            if summary != "a redirect":
+                bad += check_buttons(page, site, path, stem, src, cfg, out)
             rel = path.relative_to(site)
             if bad:
                 failed += 1
@@ -261,8 +271,19 @@ def main(argv=None) -> int:
                     print(f"FAIL {rel}: {b}")
             else:
                 print(f"ok   {rel}: {summary}")
-    print(f"check_site: {len(pages) - failed} of {len(pages)} pages pass; "
-          f"screenshots in {out}")
+        page.events.clear()
+        bad = check_search(page, site, term, want, out)
+        page.eval("0")                # collect the last console events
+        bad += console_errors(page.events)
+        failed += bool(bad)
+        for b in bad:
+            print(f"FAIL search.html: {b}")
+        if not bad:
+            print(f"ok   search.html: {term!r} finds {want}.html; "
+                  f"{NO_SUCH_WORD!r} finds nothing")
+    total = len(pages) + len(missing) + 1
+    print(f"check_site: {total - failed} of {total} checks pass (pages and "
+          f"search); screenshots in {out}")
     return 1 if failed else 0
 
 
