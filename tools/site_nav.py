@@ -63,17 +63,17 @@ HITS = ("Array.from(document.querySelectorAll('#search-results ul.search li"
         " a')).map(a => a.getAttribute('href').split('#')[0])")
 
 
-def check_search(page, site: Path, term: str, want: str, out: Path
-                 ) -> list[str]:
+def check_search(page, site: Path, term: str, want: str, out: Path,
+                 timeout_s: float = 60) -> list[str]:
     """search.html finds ``want`` (a page name) for ``term`` and nothing
     for a word no page contains (the caller reads the console)."""
     bad = []
     for query in (term, NO_SUCH_WORD):
         page.call("Page.navigate",
                   url=(site / "search.html").resolve().as_uri() + "?q=" + query)
-        if not (page.wait("document.readyState === 'complete'", 60)
-                and page.wait(SEARCH_DONE, 60)):
-            return [f"search for {query!r} did not finish in 60 s"]
+        if not (page.wait("document.readyState === 'complete'", timeout_s)
+                and page.wait(SEARCH_DONE, timeout_s)):
+            return [f"search for {query!r} did not finish in {timeout_s:g} s"]
         hits = page.eval(HITS)
         if query == term:
             page.screenshot(out / "search.png", scale=0.5)
