@@ -18,7 +18,8 @@ every toc entry was built and, on every page:
 * every image, figure and Plotly widget has a non-zero size;
 * every formula was typeset by MathJax;
 * every kernel-free widget responds to its sliders: moving each slider with
-  real mouse clicks changes the figure's title without any kernel;
+  real mouse clicks changes the figure (its titles or its traces' data)
+  without any kernel;
 * its buttons point where ``_config.yml`` says: on a notebook page the
   launch menu (opened with a click) has Binder, JupyterHub and Colab
   entries for this notebook in ``repository.url`` at ``repository.branch``;
@@ -107,8 +108,21 @@ FIRST_TABLE = r"""(() => {
 
 WIDGETS = "document.querySelectorAll('.warmup-widget')"
 W = "document.querySelectorAll('.warmup-widget')[{i}]"
-TITLE = ("Array.from(" + W + ".querySelectorAll('.annotation-text, .gtitle'))"
-         ".map(e => e.textContent).join(' | ')")
+# what a figure shows: its titles and annotations, and a hash of its traces'
+# data (a slider may change the bars and not the title)
+TITLE = ("(() => {{const w = " + W + "; const t = Array.from(w.querySelectorAll("
+         "'.annotation-text, .gtitle')).map(e => e.textContent).join(' | ');"
+         " const gd = w.querySelector('.js-plotly-plot');"
+         " const s = gd && gd.data ? JSON.stringify(gd.data.map(d =>"
+         " [d.x, d.y, d.z, d.text, d.visible])) : '';"
+         " let h = 5381; for (let j = 0; j < s.length; j++)"
+         " h = ((h * 33) ^ s.charCodeAt(j)) >>> 0;"
+         " return t + ' #' + h.toString(16);}})()")
+# where each slider's grip sits (it moves as soon as a click takes)
+GRIPS = ("Array.from(" + W + ".querySelectorAll('.slider-rail-touch-rect'))"
+         ".map(e => {{const g = e.closest('.slider-group')"
+         ".querySelector('.slider-grip-rect');"
+         " return g ? Math.round(g.getBoundingClientRect().left) : -1;}})")
 RAILS = ("Array.from(" + W + ".querySelectorAll('.slider-rail-touch-rect'))"
          ".map(e => {{const b = e.getBoundingClientRect();"
          " return [b.left, b.top, b.width, b.height];}})")
@@ -149,21 +163,26 @@ def drive_widgets(page, name: str, out: Path) -> tuple[int, list[str]]:
         clip = {"x": x, "y": y, "width": w, "height": h}
         before = page.eval(TITLE.format(i=i))
         for k in range(len(rails)):
-            # click the far end of the rail; if the slider already sat
-            # there, the near end: one of the two is another value
+            # click the far end of the rail; if the grip already sat there
+            # (it does not move), the near end: one of the two is another
+            # value. Then wait for the redraw, slow on a loaded machine
+            # (a late redraw must not be taken for a click that missed).
+            took = False
             for frac in (0.97, 0.03):
+                grip = page.eval(GRIPS.format(i=i))[k]
                 rx, ry, rw, rh = page.eval(RAILS.format(i=i))[k]
                 page.click(rx + frac * rw, ry + rh / 2)
-                # a loaded machine redraws slowly: wait for the change
-                if page.wait(f"({TITLE.format(i=i)}) !== "
-                             f"{json.dumps(before)}", 5):
+                if page.wait(f"({GRIPS.format(i=i)})[{k}] !== {grip}", 5):
+                    took = True
                     break
-            time.sleep(0.2)
-            now = page.eval(TITLE.format(i=i))
-            if now == before:
+            if not took:
+                bad.append(f"widget {i}: slider {k} does not move on a click")
+            elif not page.wait(f"({TITLE.format(i=i)}) !== "
+                               f"{json.dumps(before)}", 30):
                 bad.append(f"widget {i}: slider {k} moved, figure unchanged "
                            f"({before!r})")
-            before = now
+            time.sleep(0.2)
+            before = page.eval(TITLE.format(i=i))
             moved += 1
             page.screenshot(out / f"{name}-widget{i}-slider{k}.png", clip)
     return moved, bad
