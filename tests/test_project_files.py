@@ -186,3 +186,93 @@ def test_readme_examples_write_into_results_not_the_root():
         for target in re.findall(rf"{flag} (\S+\.\w+)", text):
             assert target.startswith("results/"), (flag, target)
     assert "results/" in (ROOT / ".gitignore").read_text().split()
+
+
+# -- the README's and CONTRIBUTING's commands exist ----------------------
+
+def _code(text: str) -> list[str]:
+    """The fenced code blocks and the inline code spans of a Markdown
+    text (where commands are written; prose may say "make sure")."""
+    fences = re.findall(r"^```[^\n]*\n(.*?)^```", text, re.M | re.S)
+    rest = re.sub(r"^```[^\n]*\n.*?^```", "", text, flags=re.M | re.S)
+    return fences + re.findall(r"`([^`\n]+)`", rest)
+
+
+def _make_targets() -> set[str]:
+    text = (ROOT / "Makefile").read_text()
+    return set(re.findall(r"^([a-z][\w-]*):", text, re.M))
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/CONTRIBUTING.md"])
+def test_docs_name_only_make_targets_that_exist(doc):
+    named = {t for code in _code((ROOT / doc).read_text())
+             for t in re.findall(r"\bmake ([a-z][\w-]*)", code)}
+    if doc == "README.md":
+        assert {"book", "test"} <= named
+    missing = named - _make_targets()
+    assert not missing, f"{doc} names make targets the Makefile lacks: " \
+        f"{sorted(missing)}"
+
+
+def test_readme_opens_with_exactly_the_two_commands():
+    text = (ROOT / "README.md").read_text()
+    first = re.search(r"^```[^\n]*\n(.*?)^```", text, re.M | re.S).group(1)
+    commands = [line.split("#")[0].strip() for line in first.splitlines()
+                if line.split("#")[0].strip()]
+    assert commands == ["make book", "make test"]
+
+
+def test_readme_commands_name_files_and_modules_that_exist():
+    import importlib.util
+    fences = re.findall(r"^```bash\n(.*?)^```", (ROOT / "README.md")
+                        .read_text(), re.M | re.S)
+    text = "\n".join(fences)
+    paths = set(re.findall(r"(?<![\w/.])((?:labs|benchmarks|tools|src)"
+                           r"/[\w./-]+\.py)", text))
+    assert "labs/lab01.py" in paths
+    for path in sorted(paths):
+        assert (ROOT / path).is_file(), f"README runs {path}, which is missing"
+    modules = set(re.findall(r"-m ([\w.]+)", text)) - {"mpi4py"}
+    assert "warmup_kit.bench" in modules
+    for mod in sorted(modules):
+        assert importlib.util.find_spec(mod) is not None, \
+            f"README runs -m {mod}, which does not import"
+
+
+def test_readme_shows_the_site_picture_and_make_redraws_it():
+    text = (ROOT / "README.md").read_text()
+    assert re.search(r"!\[[^\]]+\]\(docs/site\.png\)", text)
+    png = ROOT / "docs" / "site.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert png.stat().st_size < 300 * 1024, "keep the README's picture small"
+    recipe = re.search(r"^site-picture:.*\n((?:\t.*\n)+)",
+                       (ROOT / "Makefile").read_text(), re.M).group(1)
+    assert "tools/site_picture.py" in recipe and "docs/site.png" in recipe
+
+
+def test_book_and_check_site_targets_run_the_site_tools():
+    text = (ROOT / "Makefile").read_text()
+
+    def recipe(target):
+        return re.search(rf"^{target}:.*\n((?:\t.*\n)+)", text, re.M).group(1)
+    assert "tools/notebook_times.py" in recipe("book")
+    assert "tools/check_links.py" in recipe("check-site")
+    assert "tools/check_site.py" in recipe("check-site")
+    for tool in ("notebook_times", "check_links", "check_site",
+                 "site_picture"):
+        assert (ROOT / "tools" / f"{tool}.py").is_file()
+
+
+def test_readme_names_the_repository_setting_and_says_it_is_a_placeholder():
+    """The launch buttons point at _config.yml's repository.url; the README
+    must say which URL that is, and that it is not a published one."""
+    cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
+    url = cfg["repository"]["url"]
+    text = (ROOT / "README.md").read_text()
+    assert "`repository.url`" in text and url in text
+    near = text[max(0, text.index(url) - 300):text.index(url) + 300]
+    if "your-org" in url:
+        assert "placeholder" in near.lower()
+    lb = cfg["launch_buttons"]
+    assert lb.get("binderhub_url") and lb.get("colab_url") \
+        and lb.get("jupyterhub_url")
