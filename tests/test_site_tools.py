@@ -134,14 +134,12 @@ def test_the_real_toc_lists_every_book_page():
 
 
 def test_check_site_covers_toc_pages_and_reports_unbuilt_ones(book, tmp_path):
-    pytest.importorskip("websocket")
-    import check_site
     s = tmp_path / "html"
     for name in ("intro", "ch01", "deep", "glossary", "extra"):
         write(s / "book" / f"{name}.html", page(name))
     write(s / "search.html", page("search"))
     write(s / "_static/t.html", page("template"))
-    pages, missing = check_site.pages_to_check(s, book)
+    pages, missing = site_expect.pages_to_check(s, book)
     assert [p for p, _, _ in pages] == ["book/intro", "book/ch01", "book/deep",
                                         "book/glossary", "book/extra"]
     assert len(missing) == 1 and missing[0].startswith(

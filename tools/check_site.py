@@ -42,10 +42,9 @@ import time
 from pathlib import Path
 
 from cdp import browser, find_chromium
-from site_expect import expected_tables, launch_config, source_of, toc_pages
+from site_expect import expected_tables, launch_config, pages_to_check
 from site_nav import NO_SUCH_WORD, check_buttons, check_search
 
-SKIP_PAGES = {"genindex.html", "search.html"}
 
 RAW_MARKDOWN = r"""(() => {
   const skip = 'pre, code, script, style, textarea, .math, .MathJax,' +
@@ -230,28 +229,6 @@ def check_page(page, path: Path, site: Path, source: Path | None, out: Path
                  f"{moved} sliders moved")
 
 
-def pages_to_check(site: Path, repo: Path
-                   ) -> tuple[list[tuple[str, Path, Path | None]], list[str]]:
-    """(page name, built file, source) for every toc entry and any other
-    page the build wrote; and the toc entries that were not built."""
-    pages, missing, seen = [], [], set()
-    for stem, src in toc_pages(repo):
-        path = site / f"{stem}.html"
-        if path.is_file():
-            pages.append((stem, path, src))
-            seen.add(path.resolve())
-        else:
-            missing.append(f"{stem}: in _toc.yml, no {path} built")
-    for path in sorted(site.rglob("*.html")):
-        rel = path.relative_to(site)
-        if path.resolve() in seen or path.name in SKIP_PAGES \
-                or rel.parts[0].startswith("_"):
-            continue
-        pages.append((str(rel.with_suffix("")), path,
-                      source_of(path, site, repo)))
-    return pages, missing
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("site", nargs="?", default="_build/html")
@@ -282,7 +259,10 @@ def main(argv=None) -> int:
         for stem, path, src in pages:
             bad, summary = check_page(page, path, site, src, out)
             if summary != "a redirect":
+                page.events.clear()   # (check_page read the console so far)
                 bad += check_buttons(page, site, path, stem, src, cfg, out)
+                page.eval("0")
+                bad += console_errors(page.events)
             rel = path.relative_to(site)
             if bad:
                 failed += 1

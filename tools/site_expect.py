@@ -14,6 +14,8 @@ import yaml
 
 # the launch services of Jupyter Book 1.x's ``launch_buttons`` and the
 # text of the menu entry the theme writes for each
+# pages the build writes that are not the book's (search has its own check)
+SKIP_PAGES = {"genindex.html", "search.html"}
 SERVICES = {"binderhub_url": "Binder", "jupyterhub_url": "JupyterHub",
             "colab_url": "Colab"}
 
@@ -159,3 +161,25 @@ def expected_tables(source: Path | None) -> int:
             html = "".join(out.get("data", {}).get("text/html", ""))
             n += html.count("<table")
     return n
+
+
+def pages_to_check(site: Path, repo: Path
+                   ) -> tuple[list[tuple[str, Path, Path | None]], list[str]]:
+    """(page name, built file, source) for every toc entry and any other
+    page the build wrote; and the toc entries that were not built."""
+    pages, missing, seen = [], [], set()
+    for stem, src in toc_pages(repo):
+        path = site / f"{stem}.html"
+        if path.is_file():
+            pages.append((stem, path, src))
+            seen.add(path.resolve())
+        else:
+            missing.append(f"{stem}: in _toc.yml, no {path} built")
+    for path in sorted(site.rglob("*.html")):
+        rel = path.relative_to(site)
+        if path.resolve() in seen or path.name in SKIP_PAGES \
+                or rel.parts[0].startswith("_"):
+            continue
+        pages.append((str(rel.with_suffix("")), path,
+                      source_of(path, site, repo)))
+    return pages, missing
