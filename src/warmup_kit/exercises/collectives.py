@@ -18,8 +18,8 @@ def _max_sent(s: Schedule, nbytes: int) -> int:
 
 
 def check_reduce_scatter(schedule, n: int | None = None) -> Result:
-    """A ring-style reduce-scatter schedule (book, Chapter 3, "The ring,
-    round by round").
+    """A ring-style reduce-scatter schedule (book, Chapter 3, "The
+    ring").
 
     Passes when ``schedule`` is a reduce-scatter :class:`Schedule` that
     :func:`verify` accepts and whose busiest rank sends no more than
@@ -52,7 +52,7 @@ def check_reduce_scatter(schedule, n: int | None = None) -> Result:
         return failed(ex, f"verify() rejects it: {e}",
                       "rank r must end with chunk r summed over every rank; "
                       "in round k, rank i passes on the chunk it has just "
-                      "added to (Chapter 3, the ring's two phases)")
+                      "added to (Chapter 3, \"The ring\")")
     V = N * N * 64                        # divisible: exact byte counts
     sent = _max_sent(schedule, V)
     optimum = (N - 1) * V // N
@@ -84,4 +84,4 @@ def check_bytes_per_rank(answer, *, collective: str, n: int, nbytes: int,
                       "schedule's traffic agrees")
     return failed(ex, f"{a:,.0f} bytes is {off_by(a, truth)} for N={n}, "
                   f"V={nbytes:,}", "count the rounds, and the fraction of V "
-                  "a rank sends in each (Chapter 2's table of costs)")
+                  "a rank sends in each (Chapter 2, \"Bytes per rank\")")

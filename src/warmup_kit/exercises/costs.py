@@ -31,7 +31,8 @@ def crossover_bytes(n: int, alpha_s: float, bw_bytes_per_s: float,
 def check_crossover(answer, *, n: int, alpha_s: float,
                     bw_bytes_per_s: float, rel: float = 0.02) -> Result:
     """The buffer size V* (bytes) where the ring all-reduce overtakes the
-    binary tree (book, Chapter 4, "Where the ring wins"), within ``rel``."""
+    binary tree (book, Chapter 4, "The costs, side by side"), within
+    ``rel``."""
     ex = f"ring/tree crossover, N={n}"
     a = number("answer", answer)
     n = integer("n", n, minimum=3)
@@ -44,5 +45,6 @@ def check_crossover(answer, *, n: int, alpha_s: float,
     return failed(ex, f"{a:,.0f} B is {off_by(a, truth)} "
                   f"(more than {rel:.0%} off)",
                   "write both times as rounds x alpha + port bytes x beta "
-                  "(beta = 1/B), set them equal and solve for V; count the "
+                  "(beta = 1/B), set them equal and solve for V (Chapter 4, "
+                  "\"The costs, side by side\"); count the "
                   "tree's levels and whether the last one is full")

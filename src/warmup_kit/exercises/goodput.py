@@ -20,8 +20,8 @@ def check_checkpoint_interval(tau_s, *, mtbf_s: float, ckpt_s: float,
                               seed: int = 0) -> Result:
     """Passes when checkpointing every ``tau_s`` seconds of work loses at
     most ``tolerance`` of goodput (0.002 = 0.2 points) against the best
-    interval, beyond the simulation's error (Chapter 8, "How often to
-    checkpoint")."""
+    interval, beyond the simulation's error (Chapter 8, "Goodput at
+    scale")."""
     tau = number("tau_s", tau_s)
     s = Scenario(mtbf_s=number("mtbf_s", mtbf_s),
                  ckpt_s=number("ckpt_s", ckpt_s),

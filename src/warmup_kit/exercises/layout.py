@@ -20,7 +20,8 @@ def check_layout(tp, pp, dp, *, model: Transformer = GPT_39B,
                  order: tuple[str, ...] = ("dp", "pp", "tp")) -> Result:
     """Passes when ``tp * pp * dp`` uses the ``gpus``, every TP group sits
     inside one NVLink island, and the model's memory per GPU fits (full
-    recomputation, mixed-precision Adam; Chapter 1, "What fits")."""
+    recomputation, mixed-precision Adam; Chapter 1, "Memory: what one
+    parameter costs")."""
     tp, pp, dp = (integer(k, v) for k, v in (("tp", tp), ("pp", pp),
                                              ("dp", dp)))
     choice("system", system, SYSTEMS)

@@ -14,7 +14,7 @@ def check_busbw(answer_gbps, *, collective: str, nbytes: int, time_s: float,
                 n: int, rel: float = 0.01) -> Result:
     """nccl-tests' bus bandwidth (GB/s) of one measurement (Chapter 5,
     "nccl-tests vocabulary"): algbw = V / t, busbw = algbw x factor(N)."""
-    ex = f"busbw of a {collective}"
+    ex = f"busbw, {collective}"
     a = number("answer_gbps", answer_gbps)
     choice("collective", collective, BUSBW_FACTORS)
     nbytes = integer("nbytes", nbytes)

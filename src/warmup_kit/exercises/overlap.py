@@ -32,7 +32,7 @@ def check_bucket_cap(bucket_bytes, *, layer_s: Sequence[float],
                      layer_bytes: Sequence[int], alpha_s: float,
                      bw_bytes_per_s: float, rel: float = 0.02) -> Result:
     """Passes when the cap's modeled step is within ``rel`` of the best
-    cap's (Chapter 7, "The timeline model")."""
+    cap's (Chapter 7, "The timeline, measured and modelled")."""
     cap = integer("bucket_bytes", bucket_bytes)
     if isinstance(layer_s, (str, bytes)) or isinstance(layer_bytes,
                                                        (str, bytes)):
