@@ -285,9 +285,12 @@ def test_exercises_import_only_models():
     seen, bad = set(), []
     for p in sorted(SRC.glob("*.py")):
         for node in ast.walk(ast.parse(p.read_text())):
-            mods = ([a.name for a in node.names]
-                    if isinstance(node, ast.Import) else [node.module] if isinstance(node, ast.ImportFrom)
-                    else [])
+            if isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                mods = [node.module]
+            else:
+                continue
             for m in filter(None, mods):
                 seen.add(m)
                 if any(m == f or m.startswith(f + ".") for f in FORBIDDEN):
