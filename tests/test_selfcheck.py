@@ -65,6 +65,9 @@ CASES = {
     "network": (lambda: sc.culprit([5, 5, 5], None),
                 lambda: sc.culprit([5, 5, 5], 1),
                 lambda: sc.culprit([5], None)),
+    "kv_cache": (lambda: sc.kv_cache_bytes("Llama 3 70B", 80 * 2 * 8 * 128 * 2),
+                 lambda: sc.kv_cache_bytes("Llama 3 70B", 80 * 2 * 64 * 128 * 2),
+                 lambda: sc.kv_cache_bytes("Llama 9", 1000)),
     "interval": (lambda: sc.checkpoint_interval(30.0, 3 * 3600, 820),
                  lambda: sc.checkpoint_interval(30.0, 3 * 3600, 4 * 3600),
                  lambda: sc.checkpoint_interval(0, 3 * 3600, 820)),
@@ -96,6 +99,15 @@ def test_ring_bytes_hints_name_the_mistake():
     assert "naive" in sc.ring_bytes(n, v, (n - 1) * v).message
     assert "reduce-scatter" in sc.ring_bytes(n, v, (n - 1) / n * v).message
     assert "limit" in sc.ring_bytes(n, v, 2 * v).message
+
+
+def test_kv_cache_hints_name_the_mistake():
+    per_layer = 2 * 8 * 128 * 2
+    assert "grouped-query" in sc.kv_cache_bytes("Llama 3 70B",
+                                                80 * per_layer * 8).message
+    assert "keys and values" in sc.kv_cache_bytes("Llama 3 70B",
+                                                  80 * per_layer / 2).message
+    assert "one layer" in sc.kv_cache_bytes("Llama 3 70B", per_layer).message
 
 
 def test_the_ratio_is_the_hardware_tables():

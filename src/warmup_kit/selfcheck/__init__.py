@@ -12,10 +12,12 @@ from warmup_kit.selfcheck.failures import checkpoint_interval, culprit
 from warmup_kit.selfcheck.nccl import slow_collective_knobs
 from warmup_kit.selfcheck.overlap import largest_loss
 from warmup_kit.selfcheck.parallelism import nvlink_bound
+from warmup_kit.selfcheck.serving import kv_cache_bytes
 from warmup_kit.selfcheck.topology import nvlink_nic_ratio, tp_slowdown
 from warmup_kit.selfcheck.verdict import Verdict
 
 __all__ = ["Verdict", "byte_count", "checkpoint_interval", "crossover",
            "crossover_bytes", "culprit", "faster", "hierarchical_wins",
+           "kv_cache_bytes",
            "largest_loss", "nvlink_bound", "nvlink_nic_ratio", "ring_bytes",
            "slow_collective_knobs", "tp_slowdown"]
