@@ -63,7 +63,7 @@ def rendezvous_key(secret: bytes) -> bytes:
 
 def send_msg(sock: socket.socket, obj: Any) -> None:
     """One length-prefixed JSON message."""
-    raw = json.dumps(obj).encode()
+    raw = json.dumps(obj, default=_plain).encode()
     sock.sendall(_LEN.pack(len(raw)) + raw)
 
 
@@ -144,14 +144,20 @@ def launched_by_run() -> bool:
     return RUN_ENV in os.environ
 
 
-def comm_from_env(timeout: float = 60.0) -> Comm:
-    """This rank's communicator, from what its agent put in the
-    environment (see the module docstring)."""
+def run_info() -> dict:
+    """What this rank's agent told it: rank, world, local_rank, node_rank,
+    nodes, addresses, transport."""
     raw = os.environ.get(RUN_ENV)
     if raw is None:
         raise RuntimeError(f"{RUN_ENV} is not set: start this script with "
                            "python -m warmup_kit.run")
-    info = json.loads(raw)
+    return json.loads(raw)
+
+
+def comm_from_env(timeout: float = 60.0) -> Comm:
+    """This rank's communicator, from what its agent put in the
+    environment (see the module docstring)."""
+    info = run_info()
     rank, size = info["rank"], info["world"]
     addresses = [tuple(a) for a in info["addresses"]]
     intra = None
@@ -214,13 +220,20 @@ def _unlink(name: str) -> None:
         pass
 
 
+def _plain(o):
+    """numpy scalars as Python numbers (for json)."""
+    if hasattr(o, "item"):
+        return o.item()
+    raise TypeError(f"{type(o).__name__} is not JSON serialisable")
+
+
 def gather_json(comm: Comm, obj: Any, root: int = 0,
                 timeout: float = 60.0) -> list | None:
     """Every rank's ``obj`` (JSON-able) at ``root``, in rank order (None
     elsewhere), counted as control bytes, not payload."""
     with comm.control():
         if comm.rank != root:
-            raw = np.frombuffer(json.dumps(obj).encode(), np.uint8).copy()
+            raw = np.frombuffer(json.dumps(obj, default=_plain).encode(), np.uint8).copy()
             comm.send(np.array([raw.size], np.int64), root, timeout=timeout)
             comm.send(raw, root, timeout=timeout)
             return None
