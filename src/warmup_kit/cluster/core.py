@@ -110,6 +110,7 @@ class Cluster:
         if why:
             raise ClusterUnavailable(f"the emulated cluster {why}")
         janitor.sweep(detached=False)    # leftovers of dead runs only
+        janitor.remove(self.prefix)      # a dead run's, if our pid is reused
         janitor.record(self.prefix, self.info())
         atexit.register(self.close)
         self._catch_signals()
