@@ -18,11 +18,13 @@ x = np.full(1 << 15, comm.rank + 1.0)          # 256 KiB
 comm.reset_stats()
 y = allreduce(x, comm, algorithm="ring", timeout=60)
 sent = comm.stats.bytes_sent
+tiers = ([comm.intra.stats.bytes_sent if comm.intra else 0,
+          comm.inter.stats.bytes_sent] if hasattr(comm, "inter") else None)
 sub = comm.split(comm.rank % 2, key=comm.rank)
 z = allreduce(np.full(4, comm.rank + 1.0), sub, timeout=60)
 view = {"rank": comm.rank, "size": comm.size, "type": type(comm).__name__,
         "node": info["node_rank"], "sum": float(y[0]), "sent": sent,
-        "sub_size": sub.size, "sub_sum": float(z[0]),
+        "tiers": tiers, "sub_size": sub.size, "sub_sum": float(z[0]),
         "local": [p for p in range(comm.size) if getattr(
             comm, "is_local", lambda q: False)(p)]}
 every = gather_json(comm, view, timeout=60)

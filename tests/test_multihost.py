@@ -82,6 +82,11 @@ def test_two_loopback_nodes_meet_and_reduce(transport):
     assert {v["type"] for v in every} == {want}
     if transport == "hybrid":
         assert [v["local"] for v in every] == [[1], [0], [3], [2]]
+        # the ring sends to rank+1: ranks 0 and 2 by shared memory only,
+        # ranks 1 and 3 across the nodes only; each tier counted its part
+        n = every[0]["sent"]
+        assert [v["tiers"] for v in every] == [[n, 0], [0, n], [n, 0],
+                                               [0, n]]
     assert not res[1][1].strip()                 # only rank 0 prints
 
 
