@@ -115,6 +115,18 @@ def test_a_failing_rank_stops_every_node():
     assert "stopping the job" in res[0][2], res[0][2]
 
 
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("transport", ["sockets", "hybrid"])
+def test_a_rank_that_dies_is_named_across_both_tiers(transport):
+    """Rank 3 dies inside the job: rank 2 (same node: under hybrid the
+    ring sends it rank 2's bytes by shared memory, where rank 3 is local
+    rank 1) names rank 3, not its local index, and not a timeout."""
+    res = agents([JOB, "die", "3"], transport=transport,
+                 extra=("--grace", "60"))
+    got = last_json(res[1][1])
+    assert got == {"error": "PeerLost", "peer": 3}, (got, res[1][2][-2000:])
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("transport", ["sockets", "hybrid"])
