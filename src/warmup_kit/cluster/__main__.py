@@ -64,10 +64,12 @@ def _pick(prefix: str | None) -> dict:
         if prefix not in found:
             raise SystemExit(f"no cluster {prefix}: see `status`")
         return found[prefix]
-    if len(found) != 1:
-        raise SystemExit(f"{len(found)} clusters are up; name one with "
-                         f"--prefix ({', '.join(found) or 'none'})")
-    return next(iter(found.values()))
+    # the one left up by `up`, if there is one; else the only one
+    left = {p: i for p, i in found.items() if i.get("detached")} or found
+    if len(left) != 1:
+        raise SystemExit(f"{len(left)} clusters are up; name one with "
+                         f"--prefix ({', '.join(left) or 'none'})")
+    return next(iter(left.values()))
 
 
 def _attach(info: dict) -> Cluster:
