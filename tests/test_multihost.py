@@ -131,13 +131,17 @@ def test_a_rank_that_dies_is_named_across_both_tiers(transport):
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("transport", ["sockets", "hybrid"])
 def test_lab01_bytes_equal_the_schedule_across_loopback_nodes(transport):
+    # 16 MiB: ring steps of 4 MiB, more than a socket's buffers hold, so a
+    # rank must keep its socket sends moving while it waits on shared
+    # memory (it once did not, and the hybrid ring stopped)
     res = agents([LAB, "--json", "--algorithm", "ring,hierarchical",
-                  "--size", "64K", "--iters", "1"], transport=transport)
+                  "--size", "64K", "--size", "16M", "--iters", "1"],
+                 transport=transport)
     assert [r[0] for r in res] == [0, 0], res
     out = last_json(res[0][1])
     assert out["ranks"] == 4 and out["correct"] and out["bytes_match"]
     assert out["transport"] == f"{transport} across 2 nodes"
-    assert len(out["rows"]) == 2 * 4
+    assert len(out["rows"]) == 2 * 2 * 4
 
 
 WHY = why_unavailable()
