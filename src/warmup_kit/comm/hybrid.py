@@ -17,6 +17,7 @@ shared-memory side's local rank translated back to this communicator's).
 """
 from __future__ import annotations
 
+import os
 import time
 from typing import Sequence
 
@@ -24,7 +25,7 @@ import numpy as np
 
 from warmup_kit.comm.base import Comm, Request, split_order
 from warmup_kit.comm.deadlines import deadline_after
-from warmup_kit.comm.shm import LIVENESS_S, ShmComm
+from warmup_kit.comm.shm import LIVENESS_S, SPINS, ShmComm
 from warmup_kit.comm.sockets import SocketComm
 from warmup_kit.errors import CollectiveTimeout, PeerLost
 
@@ -123,12 +124,20 @@ class HybridComm(Comm):
             return
         idle, check = 0, time.monotonic() + LIVENESS_S
         while True:
+            # spin, then nap a little as the shared-memory waits do (ranks
+            # may share cores); a socket event ends the nap early
             moved = self.intra.progress()
-            self.inter.progress(0 if idle < 50 else 0.0005)
+            self.inter.progress(0 if idle < SPINS else min(
+                2e-5 * (idle - SPINS + 1), 2e-4))
             if all(r.finished for r in local) and all(
                     r.op.finished for r in remote):
                 return
-            idle = 0 if moved else idle + 1
+            if moved:
+                idle = 0
+            else:
+                idle += 1
+                if idle < SPINS:
+                    os.sched_yield()
             now = time.monotonic()
             if now > check:              # as the shm waits do: a dead peer
                 waiting = next((r.inner for r in self._open
