@@ -245,3 +245,25 @@ def test_janitor_leaves_live_owners_alone():
     assert not janitor.owner_gone("x", {"detached": True}, detached=False)
     assert janitor.PREFIX_RE.match("wkc12-3-node0").group(1) == "wkc12-3"
     assert janitor.PREFIX_RE.match("wk12-node0") is None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_a_killed_owner_not_yet_reaped_counts_as_gone():
+    """A SIGKILLed owner whose parent has not reaped it (or whose parent
+    died, where nothing reaps orphans) is a zombie: its cluster is
+    leftovers, not live."""
+    p = subprocess.Popen([PYTHON, "-c", "import time; time.sleep(60)"])
+    try:
+        assert janitor.alive(p.pid)
+        os.kill(p.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while janitor.alive(p.pid):          # a zombie until we wait()
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert open(f"/proc/{p.pid}/stat").read().rsplit(")", 1)[1].split(
+        )[0] == "Z"
+        assert janitor.owner_gone(f"wkc{p.pid}-0", {"pid": p.pid})
+    finally:
+        p.kill()
+        p.wait(timeout=10)
