@@ -267,3 +267,15 @@ def test_a_killed_owner_not_yet_reaped_counts_as_gone():
     finally:
         p.kill()
         p.wait(timeout=10)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_cli_says_why_it_cannot_build(tmp_path):
+    """Without iproute2 on PATH (as without root) `up` exits 3 with the
+    reason, having built nothing."""
+    env = dict(os.environ, PATH=str(tmp_path))
+    up = subprocess.run([*CLI, "up", "--nodes", "2"], capture_output=True,
+                        text=True, timeout=60, env=env, cwd=ROOT)
+    assert up.returncode == 3, (up.stdout, up.stderr)
+    assert "cluster unavailable" in up.stderr and "iproute2" in up.stderr
