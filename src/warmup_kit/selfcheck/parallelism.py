@@ -1,0 +1,31 @@
+"""Self-check: which parallelism must stay on NVLink (Chapter 1, 6)."""
+from __future__ import annotations
+
+from warmup_kit.selfcheck.verdict import Verdict, unanswered, word
+
+_NAMES = {"dp": "dp", "data": "dp", "data parallel": "dp",
+          "tp": "tp", "tensor": "tp", "tensor parallel": "tp",
+          "pp": "pp", "pipeline": "pp", "pipeline parallel": "pp"}
+
+_WHY = {
+    "dp": "data parallelism all-reduces the gradients once a step, and the "
+          "all-reduce overlaps the backward pass: it crosses nodes well",
+    "pp": "pipeline parallelism sends one activation tensor point to point "
+          "per micro-batch and stage boundary: little traffic, off the "
+          "critical path of the matrix multiplies",
+    "tp": "tensor parallelism all-reduces activations inside every layer, "
+          "forward and backward, between two matrix multiplies: nothing "
+          "hides it, so it needs the fastest link",
+}
+
+
+def nvlink_bound(answer) -> Verdict:
+    """Grade the name of the parallelism that must stay inside an NVLink
+    island (``"dp"``, ``"tp"`` or ``"pp"``, or spelled out)."""
+    if answer is ...:
+        return unanswered('"dp", "tp" or "pp"')
+    got = word(answer, "answer", _NAMES)
+    if got == "tp":
+        return Verdict(True, _WHY["tp"])
+    return Verdict(False, f"{_WHY[got]}. Which one communicates inside "
+                          "every layer?")
