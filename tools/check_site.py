@@ -146,6 +146,21 @@ def console_errors(events: list[dict]) -> list[str]:
     return bad
 
 
+def settle(page, expr: str, timeout_s: float = 10):
+    """``expr``'s value (positions) once two reads 0.3 s apart agree: a
+    loaded page may still move things after a scroll or a redraw, and a
+    click aimed at a stale position misses."""
+    last = page.eval(expr)
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        time.sleep(0.3)
+        now = page.eval(expr)
+        if now == last:
+            return now
+        last = now
+    return last
+
+
 def drive_widgets(page, name: str, out: Path) -> tuple[int, list[str]]:
     """Move every slider of every widget; (sliders moved, problems)."""
     moved, bad = 0, []
@@ -154,7 +169,7 @@ def drive_widgets(page, name: str, out: Path) -> tuple[int, list[str]]:
         if not rails:
             continue                  # a plain figure
         page.eval(f"{W.format(i=i)}.scrollIntoView({{block: 'start'}})")
-        time.sleep(0.3)
+        settle(page, RAILS.format(i=i))
         x, y, w, h = page.eval(
             f"(() => {{const b = {W.format(i=i)}.getBoundingClientRect();"
             " return [b.left + scrollX, b.top + scrollY, b.width,"
@@ -169,9 +184,9 @@ def drive_widgets(page, name: str, out: Path) -> tuple[int, list[str]]:
             took = False
             for frac in (0.97, 0.03):
                 grip = page.eval(GRIPS.format(i=i))[k]
-                rx, ry, rw, rh = page.eval(RAILS.format(i=i))[k]
+                rx, ry, rw, rh = settle(page, RAILS.format(i=i))[k]
                 page.click(rx + frac * rw, ry + rh / 2)
-                if page.wait(f"({GRIPS.format(i=i)})[{k}] !== {grip}", 5):
+                if page.wait(f"({GRIPS.format(i=i)})[{k}] !== {grip}", 10):
                     took = True
                     break
             if not took:
