@@ -120,3 +120,30 @@ def test_busbw_grows_with_size_and_ranks_argument():
     assert busbw("allreduce", 2 ** 32, c, [0, 8]) < 60   # one NIC each
     with pytest.raises(ValueError):
         busbw("allgather", 2 ** 20, c)
+
+
+def test_crossover_is_where_the_closed_forms_meet():
+    """The one ring/tree bisection (used by the widgets and both graders):
+    just above it ``a`` is ahead, just below ``b`` is; None when ``a`` never
+    overtakes or is already ahead at ``lo``."""
+    from warmup_kit.model.costs import crossover_bytes
+    a, bw = 5e-6, 25e9
+    for n in (3, 8, 16, 100):
+        x = crossover_bytes("ring", "tree", n, a, bw)
+        assert 8 < x < 2 ** 40
+        assert allreduce_s("ring", x * 1.001, n, a, bw) < \
+            allreduce_s("tree", x * 1.001, n, a, bw)
+        assert allreduce_s("ring", x / 1.001, n, a, bw) > \
+            allreduce_s("tree", x / 1.001, n, a, bw)
+    # a full binary tree of 15 ranks: 2(N-1)(a + V/(N B)) = 6 (a + 2V/B)
+    n = 15
+    v_star = (2 * (n - 1) - 6) * a * bw * n / (12 * n - 2 * (n - 1))
+    assert crossover_bytes("ring", "tree", n, a, bw) == \
+        pytest.approx(v_star, rel=1e-9)
+    assert crossover_bytes("ring", "tree", 2, a, bw) is None   # ring ahead
+    assert crossover_bytes("tree", "ring", 8, a, bw) is None   # at lo
+    assert crossover_bytes("ring", "tree", 64, a, bw, hi=1e3) is None
+    with pytest.raises(ValueError, match="closed form"):
+        crossover_bytes("ring", "bogus", 8, a, bw)
+    with pytest.raises(ValueError, match="lo < hi"):
+        crossover_bytes("ring", "tree", 8, a, bw, lo=1e6, hi=1e3)

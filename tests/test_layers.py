@@ -120,6 +120,34 @@ RULES += [
         "warmup_kit.execute", "warmup_kit.model", "warmup_kit.parallelism",
         "warmup_kit.viz", "mpi4py"))),
 ]
+# The graders (chapter exercises, success-criteria self-checks) grade with
+# models only: they run in any notebook, without MPI, ranks or widgets. An
+# allow-list, so a new transport or runner is forbidden without a new rule.
+GRADER_MODELS = ("warmup_kit.algorithms", "warmup_kit.model",
+                 "warmup_kit.parallelism", "warmup_kit.failures.goodput",
+                 "warmup_kit.failures.published")
+
+
+def _grader_may_import(m: str, own: str, extra: tuple[str, ...]) -> bool:
+    if _inside(m, "mpi4py"):
+        return False
+    if not _inside(m, "warmup_kit"):
+        return True                  # the standard library, numpy
+    return (m in CORE or _serving_model(m) and m != "warmup_kit.serving"
+            or any(_inside(m, x) for x in (own,) + GRADER_MODELS + extra))
+
+
+RULES += [
+    # the step timeline and the bucket assignment are the training models
+    ("warmup_kit.exercises", lambda m: not _grader_may_import(
+        m, "warmup_kit.exercises",
+        ("warmup_kit.train.timeline", "warmup_kit.train.buckets"))),
+    # the self-checks share the exercises' Result and validators; a real
+    # run is graded from measure.lab's rows; nothing of train/
+    ("warmup_kit.selfcheck", lambda m: not _grader_may_import(
+        m, "warmup_kit.selfcheck",
+        ("warmup_kit.exercises.result", "warmup_kit.measure.lab"))),
+]
 _MEMBERS = {"warmup_kit.serving (model)": _serving_model,
             "warmup_kit.serving (runs)": lambda n: n in SERVING_RUNTIME}
 
@@ -209,3 +237,30 @@ def test_the_rules_see_the_imports():
                for m, _ in _imports("warmup_kit.model.nccl"))
     assert any(m == "warmup_kit.failures.board"
                for m, _ in _imports("warmup_kit.failures.watchdog"))
+    assert any(m == "warmup_kit.failures.goodput"
+               for m, _ in _imports("warmup_kit.exercises.goodput"))
+    assert any(m == "warmup_kit.exercises.result"
+               for m, _ in _imports("warmup_kit.selfcheck.algorithms"))
+
+
+@pytest.mark.parametrize("layer,banned", [
+    ("warmup_kit.exercises", ("mpi4py", "warmup_kit.comm",
+                              "warmup_kit.execute", "warmup_kit.collectives",
+                              "warmup_kit.measure.fit", "warmup_kit.bench",
+                              "warmup_kit.viz", "warmup_kit.train.ddp",
+                              "warmup_kit.train.fsdp", "warmup_kit.train.run",
+                              "warmup_kit.failures.board",
+                              "warmup_kit.serving.run",
+                              "warmup_kit.selfcheck")),
+    ("warmup_kit.selfcheck", ("mpi4py", "warmup_kit.comm",
+                              "warmup_kit.execute", "warmup_kit.viz",
+                              "warmup_kit.collectives", "warmup_kit.train",
+                              "warmup_kit.train.timeline",
+                              "warmup_kit.exercises.costs"))])
+def test_grader_rules_forbid_the_runners(layer, banned):
+    """The graders' allow-lists reject every transport, runner and widget
+    module the graders must never need."""
+    forbidden = dict(RULES)[layer]
+    assert all(forbidden(m) for m in banned), \
+        [m for m in banned if not forbidden(m)]
+    assert not forbidden("warmup_kit.model.costs")

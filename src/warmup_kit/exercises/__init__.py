@@ -5,7 +5,9 @@ schedule's :func:`~warmup_kit.schedule.verify` and traffic, the cost and
 NCCL models, the parallelism model, the goodput simulation, the step
 timeline, the KV-cache model) and returns a
 :class:`~warmup_kit.exercises.result.Result`: a verdict, a hint that never
-gives the answer away, and ``.passed``. Bad input (a wrong type, a
+gives the answer away, and ``.passed``. The success-criteria self-checks
+(:mod:`warmup_kit.selfcheck`) return the same type and use the same input
+validators, all in :mod:`.result`. Bad input (a wrong type, a
 negative size) raises ``TypeError`` or ``ValueError`` with the field named.
 
 One module per topic: :mod:`.collectives` (Chapters 2-3), :mod:`.costs`

@@ -1,7 +1,15 @@
 """What every grader returns: a verdict, a hint, and ``.passed``.
 
+The one result type and the one set of input validators for both the
+chapters' exercises (:mod:`warmup_kit.exercises`) and the success-criteria
+self-checks (:mod:`warmup_kit.selfcheck`).
+
 A grader never prints the answer: a failed check says what is wrong and
-where to look in the book, not the number that would have passed.
+where to look in the book, not the number that would have passed. A
+reader's answer is a plain Python value typed into a notebook cell; a
+grader may accept the placeholder ``...`` as "not answered yet" and return
+:func:`unanswered` (not an error). Anything else of the wrong type or out
+of range raises ``TypeError`` or ``ValueError`` naming the field.
 """
 from __future__ import annotations
 
@@ -18,15 +26,19 @@ class Result:
         passed: whether the answer is right.
         verdict: one line on what was checked and how it came out.
         hint: where to look next (empty when passed).
+        answered: False when the answer was still the ``...`` placeholder
+            (then ``verdict`` says what to type).
     """
 
     exercise: str
     passed: bool
     verdict: str
     hint: str = ""
+    answered: bool = True
 
     def __str__(self) -> str:
-        head = "PASSED" if self.passed else "NOT YET"
+        head = ("NOT ANSWERED YET" if not self.answered
+                else "PASSED" if self.passed else "NOT YET")
         lines = [f"[{head}] {self.exercise}: {self.verdict}"]
         if self.hint and not self.passed:
             lines.append(f"  hint: {self.hint}")
@@ -42,8 +54,14 @@ def passed(exercise: str, verdict: str) -> Result:
     return Result(exercise, True, verdict)
 
 
-def failed(exercise: str, verdict: str, hint: str) -> Result:
+def failed(exercise: str, verdict: str, hint: str = "") -> Result:
     return Result(exercise, False, verdict, hint)
+
+
+def unanswered(exercise: str, what: str) -> Result:
+    """The result for the ``...`` placeholder, saying what to type."""
+    return Result(exercise, False, f"replace ... with {what}",
+                  answered=False)
 
 
 def number(name: str, value, *, positive: bool = True) -> float:
@@ -79,6 +97,27 @@ def choice(name: str, value, options) -> str:
         raise ValueError(f"{name} must be one of {sorted(options)}, "
                          f"got {value!r}")
     return value
+
+
+def _spelling(text: str) -> str:
+    return " ".join(text.lower().replace("-", " ").replace("_", " ").split())
+
+
+def spelled(name: str, value, spellings: dict[str, str]) -> str:
+    """``value`` normalised to one of ``spellings``' values.
+
+    The keys are the accepted spellings, lower case with single spaces;
+    the value is matched case-blind, with ``-`` and ``_`` read as spaces
+    (``"Tensor-Parallel"`` finds ``"tensor parallel"``). TypeError for a
+    non-string, ValueError listing the canonical answers otherwise."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a string, got "
+                        f"{type(value).__name__} {value!r}")
+    key = _spelling(value)
+    if key not in spellings:
+        raise ValueError(f"{name}: {value!r} is not one of "
+                         f"{sorted(set(spellings.values()))}")
+    return spellings[key]
 
 
 def close(answer: float, truth: float, rel: float) -> bool:

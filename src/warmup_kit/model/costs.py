@@ -191,3 +191,39 @@ def allreduce_s(algorithm: str, nbytes: float, n: int, alpha_s: float,
     return CLOSED_FORMS[algorithm](nbytes, n, alpha_s, bw_bytes_per_s,
                                    gamma_s_per_byte)
 
+
+
+def crossover_bytes(a: str, b: str, n: int, alpha_s: float,
+                    bw_bytes_per_s: float, gamma_s_per_byte: float = 0.0,
+                    lo: float = 8, hi: float = 2.0 ** 40) -> float | None:
+    """The smallest size V in ``[lo, hi]`` above which flat algorithm ``a``
+    is faster than ``b`` (closed forms of :func:`allreduce_s`), or None when
+    ``a`` is already as fast at ``lo`` or never overtakes ``b`` below ``hi``.
+
+    The first sign change of t_a - t_b on a log grid of 241 sizes, then
+    bisected (50 halvings of the log interval) to the size where the two
+    times meet; the returned V is on the side where ``a`` is ahead.
+    """
+    for name in (a, b):
+        if name not in CLOSED_FORMS:
+            raise ValueError(f"no closed form for {name!r}; choose from "
+                             f"{sorted(CLOSED_FORMS)}")
+    if not 0 < lo < hi:
+        raise ValueError(f"need 0 < lo < hi, got lo={lo}, hi={hi}")
+
+    def gap(v: float) -> float:
+        return (allreduce_s(a, v, n, alpha_s, bw_bytes_per_s, gamma_s_per_byte)
+                - allreduce_s(b, v, n, alpha_s, bw_bytes_per_s,
+                              gamma_s_per_byte))
+
+    if gap(lo) <= 0:
+        return None
+    step = (hi / lo) ** (1 / 240)
+    grid = [lo * step ** k for k in range(240)] + [hi]
+    for x0, x1 in zip(grid[:-1], grid[1:]):
+        if gap(x1) < 0:
+            for _ in range(50):
+                mid = math.sqrt(x0 * x1)
+                x0, x1 = (x0, mid) if gap(mid) < 0 else (mid, x1)
+            return float(x1)
+    return None

@@ -2,10 +2,11 @@
 (Chapter 4), graded by the package's own cost model."""
 from __future__ import annotations
 
-from warmup_kit.model.costs import ring_allreduce_s, tree_allreduce_s
+from warmup_kit.exercises.result import (
+    Result, failed, integer, number, passed, spelled, unanswered)
+from warmup_kit.model.costs import (
+    crossover_bytes, ring_allreduce_s, tree_allreduce_s)
 from warmup_kit.model.twolevel import compare
-from warmup_kit.selfcheck.verdict import Verdict, count, number, \
-    unanswered, word
 
 _ALGOS = {"ring": "ring", "tree": "tree"}
 _SCHEMES = {"flat": "flat", "flat ring": "flat", "ring": "flat",
@@ -13,15 +14,16 @@ _SCHEMES = {"flat": "flat", "flat ring": "flat", "ring": "flat",
 
 
 def faster(nbytes: int, n: int, alpha_s: float, bw_bytes_per_s: float,
-           answer) -> Verdict:
+           answer) -> Result:
     """Grade ``"ring"`` or ``"tree"``: the faster all-reduce of ``nbytes``
     on ``n`` ranks under the alpha-beta model (latency ``alpha_s`` per step,
     ``bw_bytes_per_s`` per link)."""
-    v, n = count(nbytes, "nbytes"), count(n, "n", least=2)
-    a, bw = number(alpha_s, "alpha_s"), number(bw_bytes_per_s, "bw")
+    v, n = integer("nbytes", nbytes), integer("n", n, minimum=2)
+    a, bw = number("alpha_s", alpha_s), number("bw", bw_bytes_per_s)
+    ex = f"ring or tree, {v:,} B on N={n}"
     if answer is ...:
-        return unanswered('"ring" or "tree"')
-    got = word(answer, "answer", _ALGOS)
+        return unanswered(ex, '"ring" or "tree"')
+    got = spelled("answer", answer, _ALGOS)
     t = {"ring": ring_allreduce_s(v, n, a, bw),
          "tree": tree_allreduce_s(v, n, a, bw)}
     right = min(t, key=t.get)
@@ -31,55 +33,46 @@ def faster(nbytes: int, n: int, alpha_s: float, bw_bytes_per_s: float,
            f"({rounds['tree']} steps, 2V through each parent's port per "
            "level)")
     if got == right:
-        return Verdict(True, why)
+        return passed(ex, why)
     hint = ("at this size the latency steps dominate: count them"
             if right == "tree" else
             "at this size the bytes dominate: which moves fewer per port?")
-    return Verdict(False, hint)
-
-
-def crossover_bytes(n: int, alpha_s: float, bw_bytes_per_s: float) -> float:
-    """The message size where the model's ring and tree times are equal
-    (bisection on a log scale between 1 B and 1 TB)."""
-    n, a = count(n, "n", least=2), number(alpha_s, "alpha_s")
-    bw = number(bw_bytes_per_s, "bw")
-
-    def ring_ahead(v: float) -> bool:
-        return ring_allreduce_s(v, n, a, bw) <= tree_allreduce_s(v, n, a, bw)
-    lo, hi = 1.0, 1e12
-    if ring_ahead(lo):
-        return lo
-    for _ in range(100):
-        mid = (lo * hi) ** 0.5
-        lo, hi = (lo, mid) if ring_ahead(mid) else (mid, hi)
-    return hi
+    return failed(ex, hint)
 
 
 def crossover(n: int, alpha_s: float, bw_bytes_per_s: float,
-              answer) -> Verdict:
+              answer) -> Result:
     """Grade an estimate of the ring/tree crossover in bytes (within a
-    factor of 2 of :func:`crossover_bytes`)."""
-    x = crossover_bytes(n, alpha_s, bw_bytes_per_s)
+    factor of 2 of :func:`warmup_kit.model.costs.crossover_bytes`, the
+    size where the model's ring and tree times meet)."""
+    n, a = integer("n", n, minimum=2), number("alpha_s", alpha_s)
+    bw = number("bw", bw_bytes_per_s)
+    ex = f"ring/tree crossover, N={n}"
+    x = crossover_bytes("ring", "tree", n, a, bw, lo=1.0, hi=1e12)
+    if x is None:
+        raise ValueError(f"for N={n} the ring is at least as fast as the "
+                         "tree at every size from 1 B to 1 TB: no crossover")
     if answer is ...:
-        return unanswered("a size in bytes")
-    got = number(answer, "answer")
+        return unanswered(ex, "a size in bytes")
+    got = number("answer", answer)
     if x / 2 <= got <= 2 * x:
-        return Verdict(True, f"the model's crossover is {x:,.0f} B")
-    return Verdict(False, "set the two times equal: 2(N-1)(alpha + V/(N B)) "
-                          "against 2 log2 N (alpha + 2V/B), solve for V; "
-                          f"you are {'above' if got > x else 'below'} it")
+        return passed(ex, f"the model's crossover is {x:,.0f} B")
+    return failed(ex, "set the two times equal: 2(N-1)(alpha + V/(N B)) "
+                      "against 2 log2 N (alpha + 2V/B), solve for V; "
+                      f"you are {'above' if got > x else 'below'} it")
 
 
 def hierarchical_wins(system: str, nodes: int, nbytes: int,
-                      answer) -> Verdict:
+                      answer) -> Result:
     """Grade ``"flat"`` or ``"hierarchical"``: the faster all-reduce of
     ``nbytes`` per GPU across ``nodes`` full nodes of ``system``, comparing
     NCCL's flat ring (a ring per rail) with the two-level scheme, both
     pipelined (:func:`warmup_kit.model.twolevel.compare`)."""
-    nodes, v = count(nodes, "nodes", least=2), count(nbytes, "nbytes")
+    nodes, v = integer("nodes", nodes, minimum=2), integer("nbytes", nbytes)
+    ex = f"flat or hierarchical, {nodes} x {system}, {v:,} B"
     if answer is ...:
-        return unanswered('"flat" or "hierarchical"')
-    got = word(answer, "answer", _SCHEMES)
+        return unanswered(ex, '"flat" or "hierarchical"')
+    got = spelled("answer", answer, _SCHEMES)
     rows = {r["algorithm"]: r for r in compare(system, nodes, v)}
     flat, hier = rows["rail_ring"], rows["hierarchical"]
     right = "hierarchical" if hier["time_ms"] < flat["time_ms"] else "flat"
@@ -90,6 +83,6 @@ def hierarchical_wins(system: str, nodes: int, nbytes: int,
            f"{hier['net_v_per_node']:.2f} V, and the latency chain is "
            f"{flat['latency_us']:.0f} against {hier['latency_us']:.0f} us")
     if got == right:
-        return Verdict(True, why)
-    return Verdict(False, "compare the latency steps that cross the network "
-                          "with the bytes that do, at this size")
+        return passed(ex, why)
+    return failed(ex, "compare the latency steps that cross the network "
+                      "with the bytes that do, at this size")

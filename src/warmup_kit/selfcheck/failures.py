@@ -4,10 +4,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from warmup_kit.failures.goodput import exact_optimum, young
-from warmup_kit.selfcheck.verdict import Verdict, near, number, unanswered
+from warmup_kit.exercises.result import (
+    Result, close, failed, number, passed, unanswered)
 
 
-def culprit(entered: Sequence[int], answer) -> Verdict:
+def culprit(entered: Sequence[int], answer) -> Result:
     """Grade the culprit of a hang from a progress board: ``entered[r]``
     is the sequence number of the last collective rank ``r`` entered.
 
@@ -18,8 +19,9 @@ def culprit(entered: Sequence[int], answer) -> Verdict:
             for s in entered) or len(entered) < 2:
         raise ValueError("entered must list >= 2 non-negative ints, one "
                          "per rank")
+    ex = "who hangs the job"
     if answer is ...:
-        return unanswered("a rank, or None if nobody is behind")
+        return unanswered(ex, "a rank, or None if nobody is behind")
     if answer is not None and (isinstance(answer, bool) or not isinstance(
             answer, int) or not 0 <= answer < len(entered)):
         raise ValueError(f"answer must be a rank in 0..{len(entered) - 1} "
@@ -36,29 +38,30 @@ def culprit(entered: Sequence[int], answer) -> Verdict:
         why = (f"rank{'s' if len(behind) > 1 else ''} {names} never "
                f"entered collective #{low + 1}, which the others wait in")
     if answer in right:
-        return Verdict(True, why)
+        return passed(ex, why)
     if answer is None:
-        return Verdict(False, "not every rank is in the same collective")
-    return Verdict(False, f"rank {answer} entered #{entered[answer]}: "
-                          "who is behind the others?")
+        return failed(ex, "not every rank is in the same collective")
+    return failed(ex, f"rank {answer} entered #{entered[answer]}: "
+                      "who is behind the others?")
 
 
-def checkpoint_interval(delta_s: float, mtbf_s: float, answer) -> Verdict:
+def checkpoint_interval(delta_s: float, mtbf_s: float, answer) -> Result:
     """Grade a checkpoint interval in seconds for a checkpoint that blocks
     ``delta_s`` and a job MTBF ``mtbf_s``: within 15% of the exact
     optimum of the expected run time."""
-    d, m = number(delta_s, "delta_s"), number(mtbf_s, "mtbf_s")
+    d, m = number("delta_s", delta_s), number("mtbf_s", mtbf_s)
+    ex = "checkpoint interval"
     if answer is ...:
-        return unanswered("an interval in seconds")
-    got = number(answer, "answer")
+        return unanswered(ex, "an interval in seconds")
+    got = number("answer", answer)
     best, y = exact_optimum(d, m), young(d, m)
-    if near(got, best, 0.15):
-        return Verdict(True, f"the optimum is {best:,.0f} s (Young's "
-                             f"sqrt(2 delta M) = {y:,.0f} s)")
-    if near(got, m, 0.15) or near(got, d, 0.15):
-        return Verdict(False, "too long loses more work per failure, too "
-                              "short spends the run checkpointing: balance "
-                              "the two")
-    return Verdict(False, f"you are {'above' if got > best else 'below'} "
-                          "the optimum: to first order it grows as the "
-                          "square root of checkpoint cost times MTBF")
+    if close(got, best, 0.15):
+        return passed(ex, f"the optimum is {best:,.0f} s (Young's "
+                          f"sqrt(2 delta M) = {y:,.0f} s)")
+    if close(got, m, 0.15) or close(got, d, 0.15):
+        return failed(ex, "too long loses more work per failure, too "
+                          "short spends the run checkpointing: balance "
+                          "the two")
+    return failed(ex, f"you are {'above' if got > best else 'below'} "
+                      "the optimum: to first order it grows as the "
+                      "square root of checkpoint cost times MTBF")

@@ -2,7 +2,7 @@
 (Chapter 5)."""
 from __future__ import annotations
 
-from warmup_kit.selfcheck.verdict import Verdict, unanswered
+from warmup_kit.exercises.result import Result, failed, passed, unanswered
 
 #: variables that help diagnose or steer a slow collective, and what for
 KNOBS = {
@@ -33,15 +33,16 @@ NOT_NCCL = {
 }
 
 
-def slow_collective_knobs(answer) -> Verdict:
+def slow_collective_knobs(answer) -> Result:
     """Grade a list of environment variables for a slow collective.
 
     Right when it starts from the log (``NCCL_DEBUG``), can force the
     algorithm or protocol, and checks the network's devices
     (``NCCL_IB_HCA`` or ``NCCL_SOCKET_IFNAME``); and names nothing that is
     not an NCCL variable."""
+    ex = "NCCL knobs for a slow collective"
     if answer is ...:
-        return unanswered('a list of variable names, e.g. ["NCCL_..."]')
+        return unanswered(ex, 'a list of variable names, e.g. ["NCCL_..."]')
     if isinstance(answer, str) or not all(isinstance(a, str)
                                           for a in answer):
         raise TypeError("answer must be a list of variable names (strings)")
@@ -50,12 +51,12 @@ def slow_collective_knobs(answer) -> Verdict:
         raise ValueError("answer is empty: name at least one variable")
     wrong = sorted(names & set(NOT_NCCL))
     if wrong:
-        return Verdict(False, "; ".join(f"{w} is {NOT_NCCL[w]}"
-                                        for w in wrong))
+        return failed(ex, "; ".join(f"{w} is {NOT_NCCL[w]}"
+                                    for w in wrong))
     unknown = sorted(n for n in names if n not in KNOBS)
     if unknown:
-        return Verdict(False, f"not a knob this book teaches: {unknown}; "
-                              f"see {sorted(KNOBS)}")
+        return failed(ex, f"not a knob this book teaches: {unknown}; "
+                          f"see {sorted(KNOBS)}")
     missing = []
     if "NCCL_DEBUG" not in names:
         missing.append("the first stop is the log: what does NCCL think "
@@ -66,5 +67,5 @@ def slow_collective_knobs(answer) -> Verdict:
     if not names & {"NCCL_IB_HCA", "NCCL_SOCKET_IFNAME"}:
         missing.append("which variable says which NICs (rails) it uses?")
     if missing:
-        return Verdict(False, " ".join(missing))
-    return Verdict(True, "; ".join(f"{n}: {KNOBS[n]}" for n in sorted(names)))
+        return failed(ex, " ".join(missing))
+    return passed(ex, "; ".join(f"{n}: {KNOBS[n]}" for n in sorted(names)))

@@ -1,7 +1,8 @@
 """Self-check: which parallelism must stay on NVLink (Chapter 1, 6)."""
 from __future__ import annotations
 
-from warmup_kit.selfcheck.verdict import Verdict, unanswered, word
+from warmup_kit.exercises.result import (
+    Result, failed, passed, spelled, unanswered)
 
 _NAMES = {"dp": "dp", "data": "dp", "data parallel": "dp",
           "tp": "tp", "tensor": "tp", "tensor parallel": "tp",
@@ -19,13 +20,14 @@ _WHY = {
 }
 
 
-def nvlink_bound(answer) -> Verdict:
+def nvlink_bound(answer) -> Result:
     """Grade the name of the parallelism that must stay inside an NVLink
     island (``"dp"``, ``"tp"`` or ``"pp"``, or spelled out)."""
+    ex = "the parallelism that stays on NVLink"
     if answer is ...:
-        return unanswered('"dp", "tp" or "pp"')
-    got = word(answer, "answer", _NAMES)
+        return unanswered(ex, '"dp", "tp" or "pp"')
+    got = spelled("answer", answer, _NAMES)
     if got == "tp":
-        return Verdict(True, _WHY["tp"])
-    return Verdict(False, f"{_WHY[got]}. Which one communicates inside "
-                          "every layer?")
+        return passed(ex, _WHY["tp"])
+    return failed(ex, f"{_WHY[got]}. Which one communicates inside "
+                      "every layer?")

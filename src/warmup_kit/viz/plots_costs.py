@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-import numpy as np
 
 from warmup_kit.model import costs
 from warmup_kit.units import human_bytes as human
@@ -54,25 +53,8 @@ def fastest(nbytes: float, n: int, alpha_s: float, bw_bytes_per_s: float,
         a, nbytes, n, alpha_s, bw_bytes_per_s, gamma_s_per_byte))
 
 
-def crossover_bytes(a: str, b: str, n: int, alpha_s: float,
-                    bw_bytes_per_s: float, gamma_s_per_byte: float = 0.0,
-                    lo: float = 8, hi: float = 2.0 ** 40) -> float | None:
-    """Smallest size above which ``a`` is faster than ``b`` (closed forms);
-    None if ``a`` never overtakes ``b`` in ``[lo, hi]``."""
-    def d(v: float) -> float:
-        return (allreduce_s(a, v, n, alpha_s, bw_bytes_per_s, gamma_s_per_byte)
-                - allreduce_s(b, v, n, alpha_s, bw_bytes_per_s,
-                              gamma_s_per_byte))
-    grid = np.geomspace(lo, hi, 241)
-    if d(grid[0]) <= 0:
-        return None
-    for x0, x1 in zip(grid[:-1], grid[1:]):
-        if d(x1) < 0:
-            for _ in range(50):
-                mid = math.sqrt(x0 * x1)
-                x0, x1 = (x0, mid) if d(mid) < 0 else (mid, x1)
-            return float(x1)
-    return None
+#: where ``a`` overtakes ``b`` (closed forms): the model layer's bisection
+crossover_bytes = costs.crossover_bytes
 
 
 def winner_grid(alpha_s: float, bw_bytes_per_s: float,
