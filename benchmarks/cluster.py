@@ -114,7 +114,8 @@ def measure(args) -> dict:
             rate = mbit(fast * 1e9 / args.ratio)
             cl.set_rate(rate)
             cal = job(cl, args, "calibrate", patterns=",".join(PATTERNS))
-            tt, _ = fit_tiers(cal, args.nodes, args.ranks_per_node)
+            tt, _ = fit_tiers(cal, args.nodes, args.ranks_per_node,
+                              burst(rate))
             # the link delivers less than its rate (TCP/IP headers, the
             # token bucket): aim once more at the ratio measured
             rate = mbit(tt.intra.bw_bytes_per_s / args.ratio
@@ -123,7 +124,8 @@ def measure(args) -> dict:
             chosen = (f"auto: fast tier {fast:.2f} GB/s / {args.ratio:g}, "
                       f"corrected once for the link's delivered rate")
         cal = job(cl, args, "calibrate", patterns=",".join(PATTERNS))
-        tt, rep = fit_tiers(cal, args.nodes, args.ranks_per_node)
+        tt, rep = fit_tiers(cal, args.nodes, args.ranks_per_node,
+                            burst(cl.link))
         measured = job(cl, args, "experiments")
         link = cl.link
     facts = R.machine_facts()
@@ -150,6 +152,14 @@ def measure(args) -> dict:
 def rate_bytes(rate: str) -> float:
     from warmup_kit.cluster.netns import rate_bytes as rb
     return rb(rate)
+
+
+def burst(rate: str | None) -> float:
+    """The token bucket depth the cluster gives a link of ``rate``."""
+    if rate is None:
+        return 0.0
+    from warmup_kit.cluster.netns import burst_bytes
+    return float(burst_bytes(rate))
 
 
 def report(doc: dict) -> None:

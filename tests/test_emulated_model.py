@@ -109,9 +109,10 @@ def test_exchange_patterns():
     assert all(len(r) == 4 for r in s.rounds)
 
 
-def test_fit_recovers_known_tiers():
+@pytest.mark.parametrize("burst", [0.0, 64 << 10])
+def test_fit_recovers_known_tiers(burst):
     truth = TwoTier(2, 2, Tier(20e-6, 1.5e9), Tier(90e-6, 150e6), 0.4e-9,
-                    60e-6)
+                    60e-6, burst)
     p = [truth.call_s, truth.intra.alpha_s, truth.inter.alpha_s,
          1 / truth.intra.bw_bytes_per_s, 1 / truth.inter.bw_bytes_per_s,
          truth.gamma_s_per_byte]
@@ -122,9 +123,10 @@ def test_fit_recovers_known_tiers():
                 for red in (False, True) if pattern == "intra" else (False,):
                     row = {"pattern": pattern, "nbytes": m, "rounds": r,
                            "reduce": red}
-                    row["time_s"] = float(features(row, 2) @ p)
+                    row["time_s"] = float(features(row, 2, burst) @ p)
                     rows.append(row)
-    tt, rep = fit_tiers(rows, 2, 2)
+    tt, rep = fit_tiers(rows, 2, 2, burst)
+    assert tt.burst_bytes == burst
     assert rep["max_rel_error"] < 1e-9
     for got, want in zip(
             (tt.call_s, tt.intra.alpha_s, tt.inter.alpha_s,
@@ -137,3 +139,54 @@ def test_fit_recovers_known_tiers():
         assert math.isclose(got, want, rel_tol=1e-6)
     with pytest.raises(ValueError, match="both patterns"):
         fit_tiers([r for r in rows if r["pattern"] == "intra"], 2, 2)
+
+
+# ------------------------------------------------- the simulator's rules
+@pytest.mark.parametrize("algorithm", ["ring", "hierarchical", "leader"])
+@pytest.mark.parametrize("nbytes", [64 << 10, 3 * MIB + 8 * 5])
+def test_without_a_bucket_rounds_cost_what_simulate_says(algorithm, nbytes):
+    from warmup_kit.algorithms import build
+    from warmup_kit.model.emulated import round_times
+    from warmup_kit.model.simulate import simulate
+    tt = two_tier(ratio=8.0, gamma=0.3e-9, a_slow=50e-6, nodes=2, g=2)
+    s = build("allreduce", algorithm, 4, ranks_per_node=2)
+    want = simulate(s, tt.cluster(), nbytes, gamma_s_per_byte=0.3e-9,
+                    itemsize=8)
+    got = round_times(tt, s, nbytes)
+    assert got == pytest.approx(want.round_s, rel=1e-12)
+
+
+def test_the_token_bucket_only_forgives_its_burst():
+    base = two_tier(ratio=10.0, a_slow=0.0, a_fast=0.0)
+    v = 4 * MIB
+    burst = 256 << 10
+    bucket = TwoTier(2, 2, base.intra, base.inter, burst_bytes=burst)
+    saved = predict(base, "leader", v) - predict(bucket, "leader", v)
+    # the leaders' ring sends V/2 then V/2 through each uplink: the first
+    # `burst` bytes pass free, once per call
+    assert saved == pytest.approx(burst / base.inter.bw_bytes_per_s)
+    huge = TwoTier(2, 2, base.intra, base.inter, burst_bytes=1e12)
+    # a bucket deeper than everything sent: the split TP costs nothing more
+    # than its (zero) latencies
+    assert predict_tp(huge, v, spread=True) == 0.0
+    assert predict_tp(base, v, spread=True) > 0
+
+
+@pytest.mark.parametrize("pattern", ["intra", "inter"])
+@pytest.mark.parametrize("reduce", [False, True])
+def test_calibration_features_are_the_models_cost_of_the_exchange(pattern,
+                                                                  reduce):
+    # what calibration fits is what the model charges the same schedule
+    from warmup_kit.model.emulated import time_schedule
+    tt = TwoTier(2, 2, Tier(20e-6, 1.5e9), Tier(90e-6, 150e6), 0.4e-9,
+                 60e-6, 64 << 10)
+    p = [tt.call_s, tt.intra.alpha_s, tt.inter.alpha_s,
+         1 / tt.intra.bw_bytes_per_s, 1 / tt.inter.bw_bytes_per_s,
+         tt.gamma_s_per_byte]
+    for m in (16 << 10, 2 * MIB):
+        for r in (1, 3):
+            row = {"pattern": pattern, "nbytes": m, "rounds": r,
+                   "reduce": reduce}
+            s = exchange_schedule(4, pairs(pattern, 2, 2), r, reduce)
+            assert time_schedule(tt, s, 2 * r * m) == pytest.approx(
+                float(features(row, 2, tt.burst_bytes) @ p), rel=1e-12)

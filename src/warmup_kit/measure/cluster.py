@@ -125,28 +125,33 @@ def calibrate(comm: Comm, nodes: int, ranks_per_node: int, *,
     return rows
 
 
-def features(row: dict, ranks_per_node: int) -> np.ndarray:
+def features(row: dict, ranks_per_node: int, burst_bytes: float = 0.0
+             ) -> np.ndarray:
     """``[1, R_intra, R_inter, B_intra, B_inter, G]`` of a calibration row:
     the call, rounds of each tier, bytes through the busiest port of each
-    tier (the uplink carries every local rank's message), bytes reduced."""
+    tier (the uplink carries every local rank's message; its token bucket,
+    full at the start of the call, lets the first ``burst_bytes`` through
+    free, as :func:`warmup_kit.model.emulated.round_times` charges them),
+    bytes reduced."""
     r, m = row["rounds"], row["nbytes"]
     intra = row["pattern"] == "intra"
     port = m if intra else ranks_per_node * m
     return np.array([1.0, r if intra else 0, 0 if intra else r,
-                     r * port if intra else 0, 0 if intra else r * port,
+                     r * port if intra else 0,
+                     0 if intra else max(0.0, r * port - burst_bytes),
                      r * m if row["reduce"] else 0])
 
 
-def fit_tiers(rows: list[dict], nodes: int, ranks_per_node: int
-              ) -> tuple[TwoTier, dict]:
+def fit_tiers(rows: list[dict], nodes: int, ranks_per_node: int,
+              burst_bytes: float = 0.0) -> tuple[TwoTier, dict]:
     """The :class:`TwoTier` that explains ``rows`` best (relative least
     squares), and the fit's report (``rms_rel_error``, ``max_rel_error``,
-    per-row errors)."""
+    per-row errors). ``burst_bytes``: the link's token bucket depth."""
     pats = {r["pattern"] for r in rows}
     if pats != set(PATTERNS):
         raise ValueError(f"need rows of both patterns {PATTERNS}, got "
                          f"{sorted(pats)}")
-    X = np.array([features(r, ranks_per_node) for r in rows])
+    X = np.array([features(r, ranks_per_node, burst_bytes) for r in rows])
     t = np.array([r["time_s"] for r in rows])
     if (t <= 0).any():
         raise ValueError("every calibration time must be > 0")
@@ -156,7 +161,7 @@ def fit_tiers(rows: list[dict], nodes: int, ranks_per_node: int
         raise ValueError("the fit found no per-byte cost for a tier: "
                          "calibrate with larger messages")
     tt = TwoTier(nodes, ranks_per_node, Tier(a1, 1 / b1), Tier(a2, 1 / b2),
-                 gamma, call)
+                 gamma, call, burst_bytes)
     rel = (X @ p - t) / t
     report = {"rms_rel_error": float(np.sqrt(np.mean(rel ** 2))),
               "max_rel_error": float(np.abs(rel).max()),

@@ -10,14 +10,21 @@ shared memory (the fast tier, our NVLink), nodes over a rate-limited link
 direction, the executor's reduction time per byte ``gamma`` and its fixed
 cost per call.
 
-Nothing here is a closed form written for the occasion: the cluster becomes
-a :class:`~warmup_kit.model.hardware.System` whose NVLink is the fast tier
-and whose one NIC per node is the slow tier, and each algorithm's own
+Nothing here is a closed form written for the occasion: each algorithm's own
 :class:`~warmup_kit.schedule.Schedule` (the one the ranks execute) is costed
-round by round by :func:`warmup_kit.model.simulate.simulate` (lock-step, as
-the point-to-point executor runs it; transfers of a round that share a port
-share its bandwidth). With equal tiers the predictions reduce to the closed
-forms of :mod:`warmup_kit.model.costs` (``tests/test_emulated_model.py``).
+round by round, lock-step as the point-to-point executor runs it, by the
+rules of :func:`warmup_kit.model.simulate.simulate` (a transfer costs its
+tier's alpha plus the larger of its two ports' loads over their bandwidth,
+plus gamma per byte its receiver reduces that round; a round lasts as long
+as its slowest transfer) on :meth:`TwoTier.cluster`, a
+:class:`~warmup_kit.model.hardware.System` whose NVLink is the fast tier and
+whose one NIC per node is the slow tier. One mechanism of the emulated link
+is added: its token bucket (``tc tbf``) starts each call full and lets its
+first ``burst_bytes`` through at once, so a node's uplink charges only the
+bytes beyond the burst (a real NIC has no such bucket; with
+``burst_bytes=0`` the cost is :func:`simulate`'s, which the tests check).
+With equal tiers the predictions reduce to the closed forms of
+:mod:`warmup_kit.model.costs` (``tests/test_emulated_model.py``).
 
 The model never imports a transport: it only reads numbers.
 """
@@ -25,11 +32,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
 from warmup_kit.algorithms import build
 from warmup_kit.algorithms.ring import all_gather_rounds, reduce_scatter_rounds
 from warmup_kit.model.hardware import SYSTEMS, Cluster, Link, System
-from warmup_kit.model.simulate import simulate
-from warmup_kit.schedule import Schedule, concat_rounds, merge_rounds
+from warmup_kit.model.simulate import compile_schedule
+from warmup_kit.schedule import (Schedule, chunk_sizes, concat_rounds,
+                                 merge_rounds)
 
 #: the experiments' all-reduce variants: label -> registered algorithm
 VARIANTS: dict[str, str] = {
@@ -72,6 +82,8 @@ class TwoTier:
         inter: the slow tier (across nodes; one uplink per node).
         gamma_s_per_byte: reduction time of the executor per byte received.
         call_s: fixed cost of one collective call (Python, plan lookup).
+        burst_bytes: depth of each uplink's token bucket (each direction),
+            full at the start of a call; 0 for a link without one.
     """
 
     nodes: int
@@ -80,12 +92,14 @@ class TwoTier:
     inter: Tier
     gamma_s_per_byte: float = 0.0
     call_s: float = 0.0
+    burst_bytes: float = 0.0
 
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.ranks_per_node < 1:
             raise ValueError("need nodes >= 1 and ranks_per_node >= 1")
-        if self.gamma_s_per_byte < 0 or self.call_s < 0:
-            raise ValueError("gamma_s_per_byte and call_s must be >= 0")
+        if min(self.gamma_s_per_byte, self.call_s, self.burst_bytes) < 0:
+            raise ValueError("gamma_s_per_byte, call_s and burst_bytes must "
+                             "be >= 0")
 
     @property
     def ranks(self) -> int:
@@ -118,16 +132,56 @@ class TwoTier:
     def from_dict(cls, d: dict) -> "TwoTier":
         return cls(d["nodes"], d["ranks_per_node"], Tier(**d["intra"]),
                    Tier(**d["inter"]), d.get("gamma_s_per_byte", 0.0),
-                   d.get("call_s", 0.0))
+                   d.get("call_s", 0.0), d.get("burst_bytes", 0.0))
+
+
+def round_times(tt: TwoTier, s: Schedule, nbytes: int, *,
+                itemsize: int = 8) -> np.ndarray:
+    """Seconds of each round of ``s`` on ``tt`` (ranks packed node by
+    node), lock-step, with the uplinks' token buckets (see the module
+    docstring)."""
+    if s.ranks != tt.ranks:
+        raise ValueError(f"schedule for {s.ranks} ranks on a {tt.ranks}-rank "
+                         "cluster")
+    comp = compile_schedule(s)
+    sizes = np.asarray(chunk_sizes(nbytes // itemsize, s.chunks),
+                       dtype=np.float64) * itemsize
+    tb = np.bincount(comp.flat_transfer, weights=sizes[comp.flat_chunk],
+                     minlength=len(comp.src))
+    g, n = tt.ranks_per_node, tt.ranks
+    cross = comp.src // g != comp.dst // g
+    # ports: rank egress/ingress (fast tier), node egress/ingress (uplink)
+    out_port = np.where(cross, 2 * n + comp.src // g, comp.src)
+    in_port = np.where(cross, 2 * n + tt.nodes + comp.dst // g, n + comp.dst)
+    bw = np.where(cross, tt.inter.bw_bytes_per_s, tt.intra.bw_bytes_per_s)
+    alpha = np.where(cross, tt.inter.alpha_s, tt.intra.alpha_s)
+    n_ports = 2 * n + 2 * tt.nodes
+    tokens = np.zeros(n_ports)
+    tokens[2 * n:] = tt.burst_bytes
+    out = np.zeros(comp.n_rounds)
+    for k in range(comp.n_rounds):
+        sel = np.flatnonzero((comp.round_of == k) & (tb > 0))
+        if not len(sel):
+            continue
+        load = np.bincount(np.r_[out_port[sel], in_port[sel]],
+                           weights=np.r_[tb[sel], tb[sel]], minlength=n_ports)
+        charged = np.maximum(load - tokens, 0.0)
+        tokens = np.maximum(tokens - load, 0.0)
+        port_s = np.maximum(charged[out_port[sel]], charged[in_port[sel]])
+        t = alpha[sel] + port_s / bw[sel]
+        if tt.gamma_s_per_byte:
+            red = np.bincount(comp.dst[sel], weights=tb[sel] *
+                              comp.reduce[sel], minlength=n)
+            t = t + tt.gamma_s_per_byte * red[comp.dst[sel]]
+        out[k] = t.max()
+    return out
 
 
 def time_schedule(tt: TwoTier, s: Schedule, nbytes: int, *,
-                  itemsize: int = 8, placement=None) -> float:
-    """Seconds of one call running schedule ``s`` on ``tt`` (ranks packed
-    node by node unless ``placement`` names each rank's slot)."""
-    r = simulate(s, tt.cluster(), nbytes, placement=placement,
-                 gamma_s_per_byte=tt.gamma_s_per_byte, itemsize=itemsize)
-    return r.total_s + tt.call_s
+                  itemsize: int = 8) -> float:
+    """Seconds of one call running schedule ``s`` on ``tt``."""
+    return float(round_times(tt, s, nbytes, itemsize=itemsize).sum()
+                 + tt.call_s)
 
 
 def predict(tt: TwoTier, algorithm: str, nbytes: int, *,
