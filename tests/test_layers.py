@@ -57,12 +57,20 @@ RULES = [
      and m not in CORE and not _inside(m, "warmup_kit.algorithms")),
     ("warmup_kit.comm", lambda m: any(_inside(m, x) for x in (
         "warmup_kit.execute", "warmup_kit.algorithms",
-        "warmup_kit.collectives", "warmup_kit.model", "warmup_kit.viz"))),
+        "warmup_kit.collectives", "warmup_kit.model", "warmup_kit.viz",
+        "warmup_kit.cluster", "warmup_kit.run"))),
+    # the emulated cluster builds hosts and starts jobs on them: it may use
+    # the transports' launchers, never what runs inside the ranks
+    ("warmup_kit.cluster", lambda m: any(_inside(m, x) for x in (
+        "warmup_kit.execute", "warmup_kit.algorithms",
+        "warmup_kit.collectives", "warmup_kit.model", "warmup_kit.viz",
+        "warmup_kit.train", "warmup_kit.parallelism", "mpi4py"))),
     ("warmup_kit.execute", lambda m: any(_inside(m, x) for x in (
         "warmup_kit.algorithms", "warmup_kit.collectives", "warmup_kit.model",
         "warmup_kit.viz", "mpi4py"))),
     ("warmup_kit.model", lambda m: any(_inside(m, x) for x in (
-        "warmup_kit.comm", "warmup_kit.execute", "warmup_kit.collectives",
+        "warmup_kit.comm", "warmup_kit.cluster", "warmup_kit.run",
+        "warmup_kit.execute", "warmup_kit.collectives",
         "warmup_kit.parallelism", "warmup_kit.measure", "warmup_kit.bench",
         "warmup_kit.viz", "mpi4py"))),
     ("warmup_kit.parallelism", lambda m: any(_inside(m, x) for x in (
