@@ -123,20 +123,31 @@ def test_fit_recovers_known_tiers(burst):
                 for red in (False, True) if pattern == "intra" else (False,):
                     row = {"pattern": pattern, "nbytes": m, "rounds": r,
                            "reduce": red}
-                    row["time_s"] = float(features(row, 2, burst) @ p)
+                    row["time_s"] = float(features(row, 2, truth) @ p)
                     rows.append(row)
+    rows.append({"pattern": "barrier", "nbytes": 0, "rounds": 0,
+                 "reduce": False, "time_s": 0.0})
     tt, rep = fit_tiers(rows, 2, 2, burst)
     assert tt.burst_bytes == burst
-    assert rep["max_rel_error"] < 1e-9
-    for got, want in zip(
-            (tt.call_s, tt.intra.alpha_s, tt.inter.alpha_s,
-             tt.intra.bw_bytes_per_s, tt.inter.bw_bytes_per_s,
-             tt.gamma_s_per_byte), (truth.call_s, truth.intra.alpha_s,
-                                    truth.inter.alpha_s,
-                                    truth.intra.bw_bytes_per_s,
-                                    truth.inter.bw_bytes_per_s,
-                                    truth.gamma_s_per_byte)):
-        assert math.isclose(got, want, rel_tol=1e-6)
+    assert rep["max_rel_error"] < 1e-7
+    if burst:
+        # with a bucket, an uplink's latency and the tokens it regains
+        # during it trade off (a link-bound round costs the same either
+        # way): the parameters need not come back; the predictions do,
+        # to within the trade-off on schedules unlike the calibration's
+        for alg in VARIANTS.values():
+            for v in (64 << 10, 4 * MIB):
+                assert predict(tt, alg, v) == pytest.approx(
+                    predict(truth, alg, v), rel=1e-2)
+    else:
+        for got, want in zip(
+                (tt.call_s, tt.intra.alpha_s, tt.inter.alpha_s,
+                 tt.intra.bw_bytes_per_s, tt.inter.bw_bytes_per_s,
+                 tt.gamma_s_per_byte),
+                (truth.call_s, truth.intra.alpha_s, truth.inter.alpha_s,
+                 truth.intra.bw_bytes_per_s, truth.inter.bw_bytes_per_s,
+                 truth.gamma_s_per_byte)):
+            assert math.isclose(got, want, rel_tol=1e-6)
     with pytest.raises(ValueError, match="both patterns"):
         fit_tiers([r for r in rows if r["pattern"] == "intra"], 2, 2)
 
@@ -152,7 +163,7 @@ def test_without_a_bucket_rounds_cost_what_simulate_says(algorithm, nbytes):
     s = build("allreduce", algorithm, 4, ranks_per_node=2)
     want = simulate(s, tt.cluster(), nbytes, gamma_s_per_byte=0.3e-9,
                     itemsize=8)
-    got = round_times(tt, s, nbytes)
+    got, _ = round_times(tt, s, nbytes)
     assert got == pytest.approx(want.round_s, rel=1e-12)
 
 
@@ -189,4 +200,4 @@ def test_calibration_features_are_the_models_cost_of_the_exchange(pattern,
                    "reduce": reduce}
             s = exchange_schedule(4, pairs(pattern, 2, 2), r, reduce)
             assert time_schedule(tt, s, 2 * r * m) == pytest.approx(
-                float(features(row, 2, tt.burst_bytes) @ p), rel=1e-12)
+                float(features(row, 2, tt) @ p), rel=1e-9)

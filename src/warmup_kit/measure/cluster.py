@@ -35,12 +35,12 @@ from warmup_kit.collectives import allreduce
 from warmup_kit.comm.base import Comm
 from warmup_kit.execute import run_schedule
 from warmup_kit.measure.fit import nnls_rel
-from warmup_kit.model.emulated import Tier, TwoTier
+from warmup_kit.model.emulated import Tier, TwoTier, time_schedule
 from warmup_kit.schedule import Schedule, Transfer
 
 PATTERNS = ("intra", "inter")
 #: message sizes (bytes per transfer) and round counts calibrated
-SIZES = (16 << 10, 256 << 10, 2 << 20, 8 << 20)
+SIZES = (16 << 10, 256 << 10, 2 << 20, 8 << 20, 32 << 20)
 ROUNDS = (1, 3)
 #: per-call deadline of a calibration step, seconds
 TIMEOUT_S = 120.0
@@ -107,7 +107,10 @@ def calibrate(comm: Comm, nodes: int, ranks_per_node: int, *,
     if comm.size != nodes * ranks_per_node:
         raise ValueError(f"{comm.size} ranks is not {nodes} nodes x "
                          f"{ranks_per_node}")
-    rows = []
+    rows = [{"pattern": "barrier", "nbytes": 0, "rounds": 0,
+             "reduce": False,
+             "time_s": time_calls(comm, lambda: comm.barrier(
+                 timeout=TIMEOUT_S), max(reps, 9))}]
     for pattern in patterns:
         pl = pairs(pattern, nodes, ranks_per_node)
         for nbytes in sizes:
@@ -125,20 +128,35 @@ def calibrate(comm: Comm, nodes: int, ranks_per_node: int, *,
     return rows
 
 
-def features(row: dict, ranks_per_node: int, burst_bytes: float = 0.0
+def charged_bytes(row: dict, tt: TwoTier) -> float:
+    """Bytes the busiest uplink pays for at its rate in an ``inter`` row,
+    as the model charges them (:func:`warmup_kit.model.emulated.
+    time_schedule`: the rest passes on the token bucket's tokens, refilled
+    while the uplink idles), given the tiers ``tt``."""
+    r, m = row["rounds"], row["nbytes"]
+    s = exchange_schedule(tt.ranks, pairs("inter", tt.nodes,
+                                          tt.ranks_per_node), r,
+                          row["reduce"])
+    link_s = (time_schedule(tt, s, 2 * r * m) - tt.call_s
+              - r * tt.inter.alpha_s
+              - (tt.gamma_s_per_byte * r * m if row["reduce"] else 0.0))
+    return max(0.0, link_s) * tt.inter.bw_bytes_per_s
+
+
+def features(row: dict, ranks_per_node: int, tt: TwoTier | None = None
              ) -> np.ndarray:
     """``[1, R_intra, R_inter, B_intra, B_inter, G]`` of a calibration row:
     the call, rounds of each tier, bytes through the busiest port of each
-    tier (the uplink carries every local rank's message; its token bucket,
-    full at the start of the call, lets the first ``burst_bytes`` through
-    free, as :func:`warmup_kit.model.emulated.round_times` charges them),
+    tier (the uplink carries every local rank's message; with ``tt``, only
+    what its token bucket does not let through, :func:`charged_bytes`),
     bytes reduced."""
     r, m = row["rounds"], row["nbytes"]
     intra = row["pattern"] == "intra"
     port = m if intra else ranks_per_node * m
+    link = 0.0 if intra else (r * port if tt is None
+                              else charged_bytes(row, tt))
     return np.array([1.0, r if intra else 0, 0 if intra else r,
-                     r * port if intra else 0,
-                     0 if intra else max(0.0, r * port - burst_bytes),
+                     r * port if intra else 0, link,
                      r * m if row["reduce"] else 0])
 
 
@@ -146,24 +164,35 @@ def fit_tiers(rows: list[dict], nodes: int, ranks_per_node: int,
               burst_bytes: float = 0.0) -> tuple[TwoTier, dict]:
     """The :class:`TwoTier` that explains ``rows`` best (relative least
     squares), and the fit's report (``rms_rel_error``, ``max_rel_error``,
-    per-row errors). ``burst_bytes``: the link's token bucket depth."""
+    per-row errors). ``burst_bytes``: the link's token bucket depth; the
+    ``barrier`` row (if any) gives the gap between calls. The bucket makes
+    the cost nonlinear in the link's bandwidth: fitted to a fixed point."""
+    gaps = [r["time_s"] for r in rows if r["pattern"] == "barrier"]
+    rows = [r for r in rows if r["pattern"] != "barrier"]
     pats = {r["pattern"] for r in rows}
     if pats != set(PATTERNS):
         raise ValueError(f"need rows of both patterns {PATTERNS}, got "
                          f"{sorted(pats)}")
-    X = np.array([features(r, ranks_per_node, burst_bytes) for r in rows])
     t = np.array([r["time_s"] for r in rows])
     if (t <= 0).any():
         raise ValueError("every calibration time must be > 0")
-    p = nnls_rel(X, t)
-    call, a1, a2, b1, b2, gamma = map(float, p)
-    if b1 <= 0 or b2 <= 0:
-        raise ValueError("the fit found no per-byte cost for a tier: "
-                         "calibrate with larger messages")
-    tt = TwoTier(nodes, ranks_per_node, Tier(a1, 1 / b1), Tier(a2, 1 / b2),
-                 gamma, call, burst_bytes)
+    gap = float(np.median(gaps)) if gaps else 0.0
+    tt, last = None, None
+    for _ in range(60):
+        X = np.array([features(r, ranks_per_node, tt) for r in rows])
+        p = nnls_rel(X, t)
+        call, a1, a2, b1, b2, gamma = map(float, p)
+        if b1 <= 0 or b2 <= 0:
+            raise ValueError("the fit found no per-byte cost for a tier: "
+                             "calibrate with larger messages")
+        new = TwoTier(nodes, ranks_per_node, Tier(a1, 1 / b1),
+                      Tier(a2, 1 / b2), gamma, call, burst_bytes, gap)
+        tt = new
+        if last is not None and np.allclose(p, last, rtol=1e-10, atol=0):
+            break
+        last = p
     rel = (X @ p - t) / t
-    report = {"rms_rel_error": float(np.sqrt(np.mean(rel ** 2))),
+    report = {"gap_s": gap, "rms_rel_error": float(np.sqrt(np.mean(rel ** 2))),
               "max_rel_error": float(np.abs(rel).max()),
               "rows": [dict(r, model_s=float(q)) for r, q in zip(rows, X @ p)]}
     return tt, report

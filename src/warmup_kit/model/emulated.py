@@ -19,10 +19,14 @@ plus gamma per byte its receiver reduces that round; a round lasts as long
 as its slowest transfer) on :meth:`TwoTier.cluster`, a
 :class:`~warmup_kit.model.hardware.System` whose NVLink is the fast tier and
 whose one NIC per node is the slow tier. One mechanism of the emulated link
-is added: its token bucket (``tc tbf``) starts each call full and lets its
-first ``burst_bytes`` through at once, so a node's uplink charges only the
-bytes beyond the burst (a real NIC has no such bucket; with
-``burst_bytes=0`` the cost is :func:`simulate`'s, which the tests check).
+is added: its token bucket (``tc tbf``). A node's uplink charges only the
+bytes beyond the tokens it holds; tokens refill at the link's rate while the
+uplink idles (in a round where it waits on others, between rounds, and in
+the ``gap_s`` between two calls of a benchmark loop), up to
+``burst_bytes``. Calls repeat until the tokens at the start of a call settle
+(the steady state a median of repeated calls measures). A real NIC has no
+such bucket; with ``burst_bytes=0`` the cost is :func:`simulate`'s, which
+the tests check.
 With equal tiers the predictions reduce to the closed forms of
 :mod:`warmup_kit.model.costs` (``tests/test_emulated_model.py``).
 
@@ -82,8 +86,10 @@ class TwoTier:
         inter: the slow tier (across nodes; one uplink per node).
         gamma_s_per_byte: reduction time of the executor per byte received.
         call_s: fixed cost of one collective call (Python, plan lookup).
-        burst_bytes: depth of each uplink's token bucket (each direction),
-            full at the start of a call; 0 for a link without one.
+        burst_bytes: depth of each uplink's token bucket (each direction);
+            0 for a link without one.
+        gap_s: time between two calls of the benchmark loop (a barrier),
+            when the buckets refill.
     """
 
     nodes: int
@@ -93,13 +99,22 @@ class TwoTier:
     gamma_s_per_byte: float = 0.0
     call_s: float = 0.0
     burst_bytes: float = 0.0
+    gap_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.ranks_per_node < 1:
             raise ValueError("need nodes >= 1 and ranks_per_node >= 1")
-        if min(self.gamma_s_per_byte, self.call_s, self.burst_bytes) < 0:
-            raise ValueError("gamma_s_per_byte, call_s and burst_bytes must "
-                             "be >= 0")
+        if min(self.gamma_s_per_byte, self.call_s, self.burst_bytes,
+               self.gap_s) < 0:
+            raise ValueError("gamma_s_per_byte, call_s, burst_bytes and "
+                             "gap_s must be >= 0")
+
+    def start_tokens(self) -> float:
+        """Tokens an uplink that was busy to the end of the last call holds
+        at the start of the next (refilled over the gap and the call's
+        fixed cost)."""
+        return min(self.burst_bytes,
+                   self.inter.bw_bytes_per_s * (self.gap_s + self.call_s))
 
     @property
     def ranks(self) -> int:
@@ -132,14 +147,18 @@ class TwoTier:
     def from_dict(cls, d: dict) -> "TwoTier":
         return cls(d["nodes"], d["ranks_per_node"], Tier(**d["intra"]),
                    Tier(**d["inter"]), d.get("gamma_s_per_byte", 0.0),
-                   d.get("call_s", 0.0), d.get("burst_bytes", 0.0))
+                   d.get("call_s", 0.0), d.get("burst_bytes", 0.0),
+                   d.get("gap_s", 0.0))
 
 
 def round_times(tt: TwoTier, s: Schedule, nbytes: int, *,
-                itemsize: int = 8) -> np.ndarray:
+                itemsize: int = 8, tokens: float | None = None
+                ) -> tuple[np.ndarray, float]:
     """Seconds of each round of ``s`` on ``tt`` (ranks packed node by
     node), lock-step, with the uplinks' token buckets (see the module
-    docstring)."""
+    docstring), and the fewest tokens an uplink holds at the end.
+
+    ``tokens``: each uplink's tokens at the start (default: full)."""
     if s.ranks != tt.ranks:
         raise ValueError(f"schedule for {s.ranks} ranks on a {tt.ranks}-rank "
                          "cluster")
@@ -156,8 +175,10 @@ def round_times(tt: TwoTier, s: Schedule, nbytes: int, *,
     bw = np.where(cross, tt.inter.bw_bytes_per_s, tt.intra.bw_bytes_per_s)
     alpha = np.where(cross, tt.inter.alpha_s, tt.intra.alpha_s)
     n_ports = 2 * n + 2 * tt.nodes
-    tokens = np.zeros(n_ports)
-    tokens[2 * n:] = tt.burst_bytes
+    cap = np.zeros(n_ports)
+    cap[2 * n:] = tt.burst_bytes
+    have = cap.copy() if tokens is None else np.minimum(cap, tokens)
+    rate = tt.inter.bw_bytes_per_s
     out = np.zeros(comp.n_rounds)
     for k in range(comp.n_rounds):
         sel = np.flatnonzero((comp.round_of == k) & (tb > 0))
@@ -165,8 +186,8 @@ def round_times(tt: TwoTier, s: Schedule, nbytes: int, *,
             continue
         load = np.bincount(np.r_[out_port[sel], in_port[sel]],
                            weights=np.r_[tb[sel], tb[sel]], minlength=n_ports)
-        charged = np.maximum(load - tokens, 0.0)
-        tokens = np.maximum(tokens - load, 0.0)
+        charged = np.maximum(load - have, 0.0)
+        have = np.maximum(have - load, 0.0)
         port_s = np.maximum(charged[out_port[sel]], charged[in_port[sel]])
         t = alpha[sel] + port_s / bw[sel]
         if tt.gamma_s_per_byte:
@@ -174,14 +195,27 @@ def round_times(tt: TwoTier, s: Schedule, nbytes: int, *,
                               comp.reduce[sel], minlength=n)
             t = t + tt.gamma_s_per_byte * red[comp.dst[sel]]
         out[k] = t.max()
-    return out
+        # an uplink refills while it is not sending at the rate
+        have = np.minimum(cap, have + rate * np.maximum(
+            out[k] - charged / rate, 0.0))
+    return out, float(have[2 * n:].min()) if tt.nodes else 0.0
 
 
 def time_schedule(tt: TwoTier, s: Schedule, nbytes: int, *,
                   itemsize: int = 8) -> float:
-    """Seconds of one call running schedule ``s`` on ``tt``."""
-    return float(round_times(tt, s, nbytes, itemsize=itemsize).sum()
-                 + tt.call_s)
+    """Seconds of one call of schedule ``s`` on ``tt``, in the steady state
+    of repeated calls (``gap_s`` apart)."""
+    tokens = tt.burst_bytes
+    rounds = np.zeros(0)
+    for _ in range(32):
+        rounds, left = round_times(tt, s, nbytes, itemsize=itemsize,
+                                   tokens=tokens)
+        nxt = min(tt.burst_bytes, left + tt.inter.bw_bytes_per_s *
+                  (tt.gap_s + tt.call_s))
+        if abs(nxt - tokens) <= 1e-9 * max(1.0, tt.burst_bytes):
+            break
+        tokens = nxt
+    return float(rounds.sum() + tt.call_s)
 
 
 def predict(tt: TwoTier, algorithm: str, nbytes: int, *,
