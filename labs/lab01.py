@@ -9,7 +9,10 @@ or without MPI, on 4 processes talking TCP over loopback (or shared memory):
 
     python labs/lab01.py --world 4 [--transport shm]
 
-On several hosts: ``mpirun -hostfile hosts -n 8 python labs/lab01.py``.
+On several hosts: ``mpirun -hostfile hosts -n 8 python labs/lab01.py``, or
+without MPI, one ``python -m warmup_kit.run --nnodes 2 --node-rank I
+--nproc-per-node 4 --master-addr A --transport sockets|hybrid
+labs/lab01.py`` per host (the ranks then come from the rendezvous).
 
 Failures (Chapter 8): ``--fail hang|kill|slow --fail-rank K`` makes rank K
 stop calling collectives, die, or run slow at step ``--fail-step``; the
@@ -33,6 +36,8 @@ import sys
 
 from warmup_kit import ALGORITHMS
 from warmup_kit.comm import MPIComm, launch, launched_by_mpi
+from warmup_kit.comm.rendezvous import (comm_from_env, gather_json,
+                                        launched_by_run, run_info)
 from warmup_kit.measure.lab import run_lab01
 from warmup_kit.units import parse_size as _parse_size
 
@@ -114,6 +119,19 @@ def run_mpi_ranks(args) -> list[dict] | None:
     return [r for per_rank in gathered for r in per_rank] if gathered else None
 
 
+def run_rendezvous_ranks(args) -> list[dict] | None:
+    """Ranks started by ``python -m warmup_kit.run``: every rank measures;
+    rank 0 gathers the rows (others return None)."""
+    comm = comm_from_env(timeout=args.timeout)
+    try:
+        rows = run_lab01(comm, args.algorithms, args.sizes, iters=args.iters,
+                         timeout=args.timeout)
+        gathered = gather_json(comm, rows, timeout=args.timeout)
+    finally:
+        comm.close()
+    return [r for per_rank in gathered for r in per_rank] if gathered else None
+
+
 def run_socket_ranks(args) -> list[dict]:
     per_rank = launch(run_lab01, args.world, args=(args.algorithms, args.sizes),
                       transport=args.transport,
@@ -159,9 +177,14 @@ def summary(rows: list[dict]) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    if args.world is not None and launched_by_mpi():
-        print("lab01: --world starts its own ranks; under mpirun leave it "
-              "out (mpirun -n N sets the ranks)", file=sys.stderr)
+    if args.world is not None and (launched_by_mpi() or launched_by_run()):
+        print("lab01: --world starts its own ranks; under mpirun or "
+              "warmup_kit.run leave it out (they set the ranks)",
+              file=sys.stderr)
+        return 2
+    if args.fail is not None and launched_by_run():
+        print("lab01: --fail runs under mpirun or --world, not under "
+              "warmup_kit.run", file=sys.stderr)
         return 2
     if args.world is not None and args.world < 1:
         print("--world must be >= 1", file=sys.stderr)
@@ -172,6 +195,13 @@ def main(argv=None) -> int:
     if args.world is not None:
         rows = run_socket_ranks(args)
         transport = args.transport
+    elif launched_by_run():
+        info = run_info()
+        transport = (f"{info['transport']} across "
+                     f"{len(set(info['nodes']))} nodes")
+        rows = run_rendezvous_ranks(args)
+        if rows is None:           # not rank 0
+            return 0
     elif launched_by_mpi():
         rows = run_mpi_ranks(args)
         transport = "mpi"

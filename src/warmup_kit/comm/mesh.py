@@ -86,6 +86,18 @@ def connect_mesh(rank: int, size: int, addresses, listener: socket.socket |
     return socks
 
 
+def connect_star(rank: int, size: int, address, listener: socket.socket |
+                 None, secret: bytes, deadline: float
+                 ) -> dict[int, socket.socket]:
+    """Like :func:`connect_mesh` but only rank 0 is connected to the others
+    (a rendezvous: rank 0 accepts ``size - 1`` proven peers on
+    ``listener``; every other rank dials ``address``, rank 0's)."""
+    if rank == 0:
+        return _accept(0, size, listener, secret, deadline) if size > 1 \
+            else {}
+    return {0: _dial(rank, size, 0, address, secret, deadline)}
+
+
 def _dial(rank, size, peer, address, secret, deadline) -> socket.socket:
     while True:
         left = deadline - time.monotonic()

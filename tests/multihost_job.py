@@ -1,0 +1,32 @@
+"""A small job for tests/test_multihost.py, run by every rank under
+``python -m warmup_kit.run``: an all-reduce on the whole group and on a
+split of it, and (``fail R``) rank R exiting with 3 instead. Rank 0 prints
+one JSON line: every rank's view."""
+import json
+import sys
+
+import numpy as np
+
+from warmup_kit.collectives import allreduce
+from warmup_kit.comm.rendezvous import comm_from_env, gather_json, run_info
+
+info = run_info()
+if sys.argv[1:2] == ["fail"] and info["rank"] == int(sys.argv[2]):
+    sys.exit(3)
+comm = comm_from_env(timeout=60)
+x = np.full(1 << 15, comm.rank + 1.0)          # 256 KiB
+comm.reset_stats()
+y = allreduce(x, comm, algorithm="ring", timeout=60)
+sent = comm.stats.bytes_sent
+sub = comm.split(comm.rank % 2, key=comm.rank)
+z = allreduce(np.full(4, comm.rank + 1.0), sub, timeout=60)
+view = {"rank": comm.rank, "size": comm.size, "type": type(comm).__name__,
+        "node": info["node_rank"], "sum": float(y[0]), "sent": sent,
+        "sub_size": sub.size, "sub_sum": float(z[0]),
+        "local": [p for p in range(comm.size) if getattr(
+            comm, "is_local", lambda q: False)(p)]}
+every = gather_json(comm, view, timeout=60)
+sub.close()
+comm.close()
+if every:
+    print(json.dumps(every), flush=True)

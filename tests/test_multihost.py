@@ -1,0 +1,143 @@
+"""Multi-host ranks: the rendezvous of ``python -m warmup_kit.run``, the job
+secret, the hybrid communicator and Lab 01 across nodes.
+
+Two "nodes" are two agents on 127.0.0.1 (the master's port fixed, every
+rank on a port of its own), so this runs on any machine; the emulated
+cluster's version (real namespaces and shaped links) needs root and skips
+elsewhere.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+
+import pytest
+
+from conftest import PYTHON, ROOT
+from warmup_kit.cluster import Cluster, why_unavailable
+
+JOB = str(ROOT / "tests" / "multihost_job.py")
+LAB = str(ROOT / "labs" / "lab01.py")
+pytestmark = [pytest.mark.multiproc]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def agents(argv, *, nnodes=2, nproc=2, transport="sockets", secrets=None,
+           timeout=240, extra=()):
+    """Start one agent per node on loopback; their (rc, stdout, stderr)."""
+    port = free_port()
+    secrets = secrets or [os.urandom(32).hex()] * nnodes
+    procs = []
+    try:
+        for n in range(nnodes):
+            env = dict(os.environ)
+            env.pop("WARMUP_KIT_SECRET", None)
+            if secrets[n] is not None:
+                env["WARMUP_KIT_SECRET"] = secrets[n]
+            procs.append(subprocess.Popen(
+                [PYTHON, "-m", "warmup_kit.run", "--nnodes", str(nnodes),
+                 "--node-rank", str(n), "--nproc-per-node", str(nproc),
+                 "--master-addr", "127.0.0.1", "--master-port", str(port),
+                 "--transport", transport, "--timeout", str(timeout - 30),
+                 *extra, *argv], env=env, cwd=ROOT, text=True,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                start_new_session=True))
+        outs = [p.communicate(timeout=timeout) for p in procs]
+        return [(p.returncode, *o) for p, o in zip(procs, outs)]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(timeout=10)
+
+
+def last_json(out: str):
+    return json.loads([ln for ln in out.splitlines()
+                       if ln.startswith(("[", "{"))][-1])
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("transport", ["sockets", "hybrid"])
+def test_two_loopback_nodes_meet_and_reduce(transport):
+    res = agents([JOB], transport=transport)
+    assert [r[0] for r in res] == [0, 0], res
+    every = last_json(res[0][1])
+    assert [v["rank"] for v in every] == [0, 1, 2, 3]
+    assert [v["node"] for v in every] == [0, 0, 1, 1]
+    for v in every:
+        assert v["sum"] == 1 + 2 + 3 + 4
+        # ring all-reduce: 2 (N-1)/N of 256 KiB, whatever the transport
+        assert v["sent"] == 2 * 3 * (1 << 18) // 4
+        assert v["sub_size"] == 2
+        assert v["sub_sum"] == (4 if v["rank"] % 2 == 0 else 6)
+    want = "HybridComm" if transport == "hybrid" else "SocketComm"
+    assert {v["type"] for v in every} == {want}
+    if transport == "hybrid":
+        assert [v["local"] for v in every] == [[1], [0], [3], [2]]
+    assert not res[1][1].strip()                 # only rank 0 prints
+
+
+@pytest.mark.timeout(300)
+def test_a_wrong_secret_is_rejected_and_the_job_does_not_start():
+    res = agents([JOB], secrets=[os.urandom(32).hex(),
+                                 os.urandom(32).hex()],
+                 extra=("--rdzv-timeout", "10"))
+    assert res[0][0] != 0 and res[1][0] != 0
+    assert "job-secret proof" in res[1][2], res[1][2]
+    assert "never connected" in res[0][2], res[0][2]
+
+
+@pytest.mark.timeout(120)
+def test_several_nodes_need_a_secret():
+    res = agents([JOB], secrets=[None, None], timeout=60)
+    for rc, _, err in res:
+        assert rc == 2 and "WARMUP_KIT_SECRET" in err
+
+
+@pytest.mark.timeout(300)
+def test_a_failing_rank_stops_every_node():
+    res = agents([JOB, "fail", "3"], timeout=240)
+    assert all(rc != 0 for rc, _, _ in res), res
+    assert "rank 1 of node 1 exited with 3" in res[1][2], res[1][2]
+    assert "stopping the job" in res[0][2], res[0][2]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("transport", ["sockets", "hybrid"])
+def test_lab01_bytes_equal_the_schedule_across_loopback_nodes(transport):
+    res = agents([LAB, "--json", "--algorithm", "ring,hierarchical",
+                  "--size", "64K", "--iters", "1"], transport=transport)
+    assert [r[0] for r in res] == [0, 0], res
+    out = last_json(res[0][1])
+    assert out["ranks"] == 4 and out["correct"] and out["bytes_match"]
+    assert out["transport"] == f"{transport} across 2 nodes"
+    assert len(out["rows"]) == 2 * 4
+
+
+WHY = why_unavailable()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+@pytest.mark.skipif(WHY is not None, reason=f"cluster: {WHY}")
+@pytest.mark.parametrize("transport", ["sockets", "hybrid"])
+def test_lab01_across_two_emulated_nodes(transport):
+    with Cluster(nodes=2, ranks_per_node=2, link="1gbit") as cl:
+        res = cl.run_job([LAB, "--json", "--algorithm",
+                          "ring,tree,hierarchical", "--size", "1M",
+                          "--iters", "1"], timeout=360, transport=transport)
+    assert [r.returncode for r in res] == [0, 0], [r.stderr for r in res]
+    out = last_json(res[0].stdout)
+    assert out["ranks"] == 4 and out["correct"] and out["bytes_match"]
+    for row in out["rows"]:
+        assert row["bytes_sent"] == row["predicted_sent"]
+        assert row["bytes_received"] == row["predicted_received"]
