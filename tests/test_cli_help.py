@@ -14,7 +14,7 @@ SCRIPTS = sorted(str(p.relative_to(ROOT)) for p in
                   *(ROOT / "benchmarks").glob("*.py"),
                   *(ROOT / "tools").glob("check_*.py")])
 MODULES = ["warmup_kit.bench", "warmup_kit.measure.fit",
-           "warmup_kit.failures.goodput_cli", "warmup_kit.cluster"]
+           "warmup_kit.failures.goodput_cli", "warmup_kit.cluster", "warmup_kit.run"]
 
 
 @pytest.mark.slow

@@ -82,6 +82,11 @@ def test_two_loopback_nodes_meet_and_reduce(transport):
     assert {v["type"] for v in every} == {want}
     if transport == "hybrid":
         assert [v["local"] for v in every] == [[1], [0], [3], [2]]
+        # the ring sends to rank+1: ranks 0 and 2 by shared memory only,
+        # ranks 1 and 3 across the nodes only; each tier counted its part
+        n = every[0]["sent"]
+        assert [v["tiers"] for v in every] == [[n, 0], [0, n], [n, 0],
+                                               [0, n]]
     assert not res[1][1].strip()                 # only rank 0 prints
 
 
@@ -108,6 +113,18 @@ def test_a_failing_rank_stops_every_node():
     assert all(rc != 0 for rc, _, _ in res), res
     assert "rank 1 of node 1 exited with 3" in res[1][2], res[1][2]
     assert "stopping the job" in res[0][2], res[0][2]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("transport", ["sockets", "hybrid"])
+def test_a_rank_that_dies_is_named_across_both_tiers(transport):
+    """Rank 3 dies inside the job: rank 2 (same node: under hybrid the
+    ring sends it rank 2's bytes by shared memory, where rank 3 is local
+    rank 1) names rank 3, not its local index, and not a timeout."""
+    res = agents([JOB, "die", "3"], transport=transport,
+                 extra=("--grace", "60"))
+    got = last_json(res[1][1])
+    assert got == {"error": "PeerLost", "peer": 3}, (got, res[1][2][-2000:])
 
 
 @pytest.mark.slow
@@ -141,3 +158,47 @@ def test_lab01_across_two_emulated_nodes(transport):
     for row in out["rows"]:
         assert row["bytes_sent"] == row["predicted_sent"]
         assert row["bytes_received"] == row["predicted_received"]
+
+
+HOSTS = ("from mpi4py import MPI; import json, socket; c = MPI.COMM_WORLD; "
+         "v = c.gather([c.rank, socket.gethostname(), "
+         "MPI.Get_processor_name()]); c.rank or print(json.dumps(v))")
+
+
+def _have_mpi() -> bool:
+    from conftest import have_mpi
+    return have_mpi()
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(420)
+@pytest.mark.skipif(WHY is not None, reason=f"cluster: {WHY}")
+@pytest.mark.skipif(not _have_mpi(), reason="mpi4py or mpiexec missing")
+def test_mpirun_spans_the_emulated_nodes_over_their_links():
+    with Cluster(nodes=2, ranks_per_node=2, link="1gbit") as cl:
+        names = cl.mpirun(["python", "-c", HOSTS], timeout=180)
+        assert names.returncode == 0, names.stderr[-3000:]
+        every = last_json(names.stdout)
+        # each node its own host, as MPICH sees it
+        assert [h for _, h, _ in every] == ["node0", "node0", "node1",
+                                            "node1"]
+        assert [p for _, _, p in every] == ["node0", "node0", "node1",
+                                            "node1"]
+
+        def into_switch() -> int:
+            return int(subprocess.run(
+                ["ip", "netns", "exec", cl.switch, "cat",
+                 "/sys/class/net/n1/statistics/rx_bytes"],
+                capture_output=True, text=True, timeout=30).stdout)
+        before = into_switch()
+        lab = cl.mpirun(["python", LAB, "--json", "--algorithm",
+                         "ring,hierarchical", "--size", "1M", "--iters",
+                         "1"], timeout=300)
+        crossed = into_switch() - before
+    assert lab.returncode == 0, lab.stderr[-3000:]
+    out = last_json(lab.stdout)
+    assert out["transport"] == "mpi" and out["ranks"] == 4
+    assert out["correct"] and out["bytes_match"]
+    # node 1's ranks sent at least their ring share across its cable (the
+    # payload went over the veth links, not shared memory between nodes)
+    assert crossed > 2 * (1 << 20)

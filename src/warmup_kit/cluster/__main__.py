@@ -7,7 +7,9 @@ from a shell (root).
     python -m warmup_kit.cluster down
 
 ``up`` builds the cluster, records it, prints its nodes and exits, leaving
-it up for ``exec`` and ``mpirun``; with ``--hold`` it stays in the
+it up for ``exec`` (which also sets hydra's launcher, hostfile and
+interface, so ``mpirun -n 4 python labs/lab01.py`` on node 0 spans the
+nodes: :mod:`warmup_kit.cluster.mpi`); with ``--hold`` it stays in the
 foreground until Ctrl-C or SIGTERM and then removes it. If ``up`` is
 stopped while building, it removes what it made; if it is killed
 (SIGKILL), ``down`` removes the rest. ``down`` removes every cluster of ours
@@ -16,12 +18,15 @@ whose owner is gone (``--all``: every one, held or not).
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from warmup_kit.cluster import janitor
 from warmup_kit.cluster.core import Cluster, Node
+from warmup_kit.cluster.mpi import mpi_env, write_hostfile
 from warmup_kit.cluster.netns import ClusterUnavailable
 
 
@@ -37,6 +42,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     up.add_argument("--link", default="1gbit",
                     help="tc rate of every cable, e.g. 1gbit, 200mbit; "
                          "'none' for unshaped")
+    up.add_argument("--hostfile", default=None,
+                    help="also write an MPI hostfile here (e.g. hosts)")
     up.add_argument("--hold", action="store_true",
                     help="stay in the foreground; Ctrl-C removes it")
     down = sub.add_parser("down", help="remove clusters whose owner is gone")
@@ -57,10 +64,12 @@ def _pick(prefix: str | None) -> dict:
         if prefix not in found:
             raise SystemExit(f"no cluster {prefix}: see `status`")
         return found[prefix]
-    if len(found) != 1:
-        raise SystemExit(f"{len(found)} clusters are up; name one with "
-                         f"--prefix ({', '.join(found) or 'none'})")
-    return next(iter(found.values()))
+    # the one left up by `up`, if there is one; else the only one
+    left = {p: i for p, i in found.items() if i.get("detached")} or found
+    if len(left) != 1:
+        raise SystemExit(f"{len(left)} clusters are up; name one with "
+                         f"--prefix ({', '.join(left) or 'none'})")
+    return next(iter(left.values()))
 
 
 def _attach(info: dict) -> Cluster:
@@ -89,6 +98,13 @@ def main(argv=None) -> int:
                   f"{cl.link or 'unshaped'} (tbf, both directions)")
             for n in cl.nodes:
                 print(f"  {n.name:<7} netns {n.netns:<22} {n.address}")
+            if args.hostfile:
+                write_hostfile(cl.info(), Path(args.hostfile))
+                print(f"MPI hostfile: {args.hostfile}; on node 0 (python -m "
+                      "warmup_kit.cluster exec node0 -- bash): mpirun "
+                      f"-hostfile {args.hostfile} -n "
+                      f"{len(cl.nodes) * cl.ranks_per_node} python "
+                      "labs/lab01.py")
             if not args.hold:
                 print("remove it with: python -m warmup_kit.cluster down")
                 return 0
@@ -129,7 +145,10 @@ def main(argv=None) -> int:
             argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
             if not argv:
                 raise SystemExit("exec: give a command after the node")
-            return subprocess.call(cl.command(args.node, argv))
+            # hydra's launcher, hostfile and interface: a plain mpirun on
+            # node 0 spans the cluster
+            env = dict(os.environ, **mpi_env(cl.info()))
+            return subprocess.call(cl.command(args.node, argv), env=env)
     except ClusterUnavailable as exc:
         print(f"cluster unavailable: {exc}", file=sys.stderr)
         return 3

@@ -93,6 +93,7 @@ class Cluster:
         self._procs: list[subprocess.Popen] = []
         self._up = False
         self._old_handlers: dict = {}
+        self._closing = False
         self.detached = False
 
     # ------------------------------------------------------------ lifetime
@@ -110,6 +111,7 @@ class Cluster:
         if why:
             raise ClusterUnavailable(f"the emulated cluster {why}")
         janitor.sweep(detached=False)    # leftovers of dead runs only
+        janitor.remove(self.prefix)      # a dead run's, if our pid is reused
         janitor.record(self.prefix, self.info())
         atexit.register(self.close)
         self._catch_signals()
@@ -134,7 +136,16 @@ class Cluster:
 
     def close(self) -> None:
         """Stop what still runs on the nodes and remove every namespace (and
-        with them every link) of this cluster. Idempotent."""
+        with them every link) of this cluster. Idempotent; Ctrl-C and
+        SIGTERM cannot interrupt it."""
+        self._closing = True
+        try:
+            self._close()
+        finally:
+            self._closing = False
+            self._restore_signals()
+
+    def _close(self) -> None:
         for p in self._procs:
             if p.poll() is None:
                 try:
@@ -150,7 +161,6 @@ class Cluster:
         if not self.detached:
             janitor.remove(self.prefix)
         self._up = False
-        self._restore_signals()
         atexit.unregister(self.close)
 
     def __enter__(self) -> "Cluster":
@@ -161,13 +171,15 @@ class Cluster:
 
     def _catch_signals(self) -> None:
         """SIGTERM and SIGHUP end the main thread as Ctrl-C does, so the
-        ``with`` block unwinds and cleans up."""
+        ``with`` block unwinds and cleans up (none of them interrupts the
+        clean-up itself)."""
         if threading.current_thread() is not threading.main_thread():
             return
 
         def stop(signum, frame):
-            raise KeyboardInterrupt(f"signal {signum}")
-        for sig in (signal.SIGTERM, signal.SIGHUP):
+            if not self._closing:
+                raise KeyboardInterrupt(f"signal {signum}")
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             self._old_handlers[sig] = signal.signal(sig, stop)
 
     def _restore_signals(self) -> None:

@@ -83,7 +83,7 @@ def remove(prefix: str) -> list[str]:
     for ns in ours(prefix):
         netns.delete_netns(ns)
         gone.append(ns)
-    for suffix in (".json", ".hosts", ".tmp"):
+    for suffix in (".json", ".hosts", ".enter", ".tmp"):
         try:
             (registry_dir() / f"{prefix}{suffix}").unlink()
         except FileNotFoundError:

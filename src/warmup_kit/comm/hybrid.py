@@ -24,7 +24,7 @@ import numpy as np
 
 from warmup_kit.comm.base import Comm, Request, split_order
 from warmup_kit.comm.deadlines import deadline_after
-from warmup_kit.comm.shm import ShmComm
+from warmup_kit.comm.shm import LIVENESS_S, ShmComm
 from warmup_kit.comm.sockets import SocketComm
 from warmup_kit.errors import CollectiveTimeout, PeerLost
 
@@ -104,7 +104,7 @@ class HybridComm(Comm):
         if not local or not remote:          # one transport: its own wait
             self._wait(local, remote, deadline)
             return
-        idle = 0
+        idle, check = 0, time.monotonic() + LIVENESS_S
         while True:
             moved = self.intra.progress()
             self.inter.progress(0 if idle < 50 else 0.0005)
@@ -112,7 +112,16 @@ class HybridComm(Comm):
                     r.op.finished for r in remote):
                 return
             idle = 0 if moved else idle + 1
-            if deadline is not None and time.monotonic() > deadline:
+            now = time.monotonic()
+            if now > check:              # as the shm waits do: a dead peer
+                waiting = next((r for r in local if not r.finished), None)
+                if waiting is not None:
+                    try:
+                        self.intra.heartbeat(waiting.peer)
+                    except PeerLost as exc:
+                        raise self._global(exc)
+                check = now + LIVENESS_S
+            if deadline is not None and now > deadline:
                 self._wait([r for r in local if not r.finished],
                            [r for r in remote if not r.op.finished], deadline)
                 return
@@ -124,12 +133,16 @@ class HybridComm(Comm):
             try:
                 self.intra.waitall(local, deadline)
             except (CollectiveTimeout, PeerLost) as exc:
-                if getattr(exc, "peer", None) is not None and \
-                        0 <= exc.peer < len(self.local_ranks):
-                    exc.add_note(f"(shared-memory rank {exc.peer} is rank "
-                                 f"{self.local_ranks[exc.peer]} here)")
-                    exc.peer = self.local_ranks[exc.peer]
-                raise
+                raise self._global(exc)
+
+    def _global(self, exc):
+        """A shared-memory error, its peer renamed to this group's rank."""
+        if getattr(exc, "peer", None) is not None and \
+                0 <= exc.peer < len(self.local_ranks):
+            exc.add_note(f"(shared-memory rank {exc.peer} is rank "
+                         f"{self.local_ranks[exc.peer]} here)")
+            exc.peer = self.local_ranks[exc.peer]
+        return exc
 
     # ----------------------------------------------------------- the group
     def split(self, color: int, key: int = 0) -> "HybridComm | None":

@@ -231,6 +231,12 @@ class ShmComm(Comm):
             if deadline is not None and now > deadline and not ready():
                 self._timeout(peer, where)
 
+    def heartbeat(self, peer: int) -> None:
+        """Beat this rank's heartbeat and raise PeerLost if a rank died
+        (for a caller that waits elsewhere too: the hybrid communicator)."""
+        self.ctrl[self.rank, BEAT] = time.monotonic_ns()
+        self._check_alive(peer, "")
+
     def _check_alive(self, peer: int, where: str) -> None:
         for p in range(self.size):
             if p == self.rank:
