@@ -34,22 +34,25 @@ import sys
 import tempfile
 from pathlib import Path
 
-from warmup_kit.measure.cluster import (PATTERNS, calibrate, fast_gbps,
-                                        fit_tiers)
+from warmup_kit.measure.cluster import PATTERNS, calibrate, fit_tiers
 from warmup_kit.measure import cluster_report as R
 from warmup_kit.model.emulated import Tier, TwoTier
 from warmup_kit.units import parse_size
 from warmup_kit.viz.plots import Table
 
 DEFAULT_SIZES = "64K,256K,1M,4M,16M,64M"
+#: TCP payload per byte tbf counts: 1448 of each 1514-byte Ethernet frame
+#: (MTU 1500 less 20 B of IP and 32 B of TCP header with timestamps, plus
+#: the 14-byte Ethernet header tbf sees)
+PAYLOAD_PER_WIRE_BYTE = 1448 / 1514
 HERE = Path(__file__).resolve()
 
 
 # ------------------------------------------------------------- rank side
 def job_comm():
     """This rank's communicator under ``python -m warmup_kit.run``."""
-    from warmup_kit.run import init
-    return init()
+    from warmup_kit.comm.rendezvous import comm_from_env
+    return comm_from_env()
 
 
 def rank_main(args) -> None:
@@ -110,19 +113,13 @@ def measure(args) -> dict:
                  link=start) as cl:
         chosen = f"fixed ({args.link})"
         if args.link == "auto":
-            fast = fast_gbps(job(cl, args, "calibrate", patterns="intra"))
-            rate = mbit(fast * 1e9 / args.ratio)
-            cl.set_rate(rate)
             cal = job(cl, args, "calibrate", patterns=",".join(PATTERNS))
-            tt, _ = fit_tiers(cal, args.nodes, args.ranks_per_node,
-                              burst(rate))
-            # the link delivers less than its rate (TCP/IP headers, the
-            # token bucket): aim once more at the ratio measured
-            rate = mbit(tt.intra.bw_bytes_per_s / args.ratio
-                        * (rate_bytes(rate) / tt.inter.bw_bytes_per_s))
+            fast = fit_tiers(cal, args.nodes, args.ranks_per_node,
+                             burst(start))[0].intra.bw_bytes_per_s
+            rate = mbit(fast / args.ratio / PAYLOAD_PER_WIRE_BYTE)
             cl.set_rate(rate)
-            chosen = (f"auto: fast tier {fast:.2f} GB/s / {args.ratio:g}, "
-                      f"corrected once for the link's delivered rate")
+            chosen = (f"auto: fast tier {fast / 1e9:.2f} GB/s / "
+                      f"{args.ratio:g}, over TCP's payload share of a frame")
         cal = job(cl, args, "calibrate", patterns=",".join(PATTERNS))
         tt, rep = fit_tiers(cal, args.nodes, args.ranks_per_node,
                             burst(cl.link))
@@ -134,7 +131,9 @@ def measure(args) -> dict:
             "cluster": {"nodes": args.nodes,
                         "ranks_per_node": args.ranks_per_node,
                         "link": link, "link_chosen": chosen,
-                        "transports": {"inside a node": "shared memory",
+                        "transports": {"inside a node":
+                                       "shared memory" if args.transport ==
+                                       "hybrid" else "sockets (TCP)",
                                        "across nodes": "sockets (TCP)",
                                        "launcher": f"warmup_kit.run "
                                                    f"({args.transport})"},

@@ -17,6 +17,7 @@ shared-memory side's local rank translated back to this communicator's).
 """
 from __future__ import annotations
 
+import os
 import time
 from typing import Sequence
 
@@ -24,7 +25,7 @@ import numpy as np
 
 from warmup_kit.comm.base import Comm, Request, split_order
 from warmup_kit.comm.deadlines import deadline_after
-from warmup_kit.comm.shm import LIVENESS_S, ShmComm
+from warmup_kit.comm.shm import LIVENESS_S, SPINS, ShmComm
 from warmup_kit.comm.sockets import SocketComm
 from warmup_kit.errors import CollectiveTimeout, PeerLost
 
@@ -101,13 +102,25 @@ class HybridComm(Comm):
                 deadline: float | None = None) -> None:
         local = [r.inner for r in reqs if r.local]
         remote = [r.inner for r in reqs if not r.local]
-        if not local or not remote:          # one transport: its own wait
+        if self.intra is None or not (local or remote):
             self._wait(local, remote, deadline)
             return
-        idle, check = 0, time.monotonic() + LIVENESS_S
+        # both transports progress even when only one is waited on: a
+        # shared-memory send moves only while its sender progresses, so a
+        # rank blocked on a socket alone would stall a same-node peer that
+        # waits for it (and a ring through both tiers deadlocked)
+        idle, delay, check = 0, 2e-5, time.monotonic() + LIVENESS_S
         while True:
             moved = self.intra.progress()
-            self.inter.progress(0 if idle < 50 else 0.0005)
+            if moved or idle < SPINS:      # as the shm waits: spin, yield,
+                self.inter.progress(0)     # then sleep in select (a socket
+                if not moved:              # event ends it at once), backing
+                    os.sched_yield()       # off from 20 to 200 us
+            else:
+                self.inter.progress(delay)
+                delay = min(delay * 2, 2e-4)
+            if moved:
+                delay = 2e-5
             if all(r.finished for r in local) and all(
                     r.op.finished for r in remote):
                 return

@@ -196,21 +196,3 @@ def fit_tiers(rows: list[dict], nodes: int, ranks_per_node: int,
               "max_rel_error": float(np.abs(rel).max()),
               "rows": [dict(r, model_s=float(q)) for r, q in zip(rows, X @ p)]}
     return tt, report
-
-
-def fast_gbps(rows: list[dict]) -> float:
-    """The fast tier's bandwidth, GB/s, from ``intra`` copy rows alone
-    (largest message: time per round over bytes), to choose the link rate
-    before the slow tier is calibrated."""
-    use = [r for r in rows if r["pattern"] == "intra" and not r["reduce"]]
-    if not use:
-        raise ValueError("no intra copy rows")
-    big = max(r["nbytes"] for r in use)
-    by_r = {r["rounds"]: r["time_s"] for r in use if r["nbytes"] == big}
-    if len(by_r) >= 2:
-        (r1, t1), (r2, t2) = sorted(by_r.items())[0], sorted(by_r.items())[-1]
-        per_round = (t2 - t1) / (r2 - r1)
-    else:
-        (r1, t1), = by_r.items()
-        per_round = t1 / r1
-    return big / per_round / 1e9
