@@ -35,6 +35,7 @@ import tempfile
 from pathlib import Path
 
 from warmup_kit.measure.cluster import PATTERNS, calibrate, fit_tiers
+from warmup_kit.machine import cores
 from warmup_kit.measure import cluster_report as R
 from warmup_kit.model.emulated import Tier, TwoTier
 from warmup_kit.units import parse_size
@@ -122,7 +123,7 @@ def measure(args) -> dict:
                       f"{args.ratio:g}, over TCP's payload share of a frame")
         cal = job(cl, args, "calibrate", patterns=",".join(PATTERNS))
         tt, rep = fit_tiers(cal, args.nodes, args.ranks_per_node,
-                            burst(cl.link))
+                            burst(cl.link), cores())
         measured = job(cl, args, "experiments")
         link = cl.link
     facts = R.machine_facts()

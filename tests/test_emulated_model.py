@@ -201,3 +201,20 @@ def test_calibration_features_are_the_models_cost_of_the_exchange(pattern,
             s = exchange_schedule(4, pairs(pattern, 2, 2), r, reduce)
             assert time_schedule(tt, s, 2 * r * m) == pytest.approx(
                 float(features(row, 2, tt) @ p), rel=1e-9)
+
+
+def test_rounds_with_fewer_busy_ranks_than_cores_pay_less_latency():
+    # 4 ranks on 2 cores: calibration saw every rank busy; the leaders'
+    # ring across nodes has only two ranks busy, so half the latency
+    import dataclasses
+    tt = two_tier(ratio=10.0, a_fast=100e-6, a_slow=300e-6)
+    shared = dataclasses.replace(tt, cores=2)
+    v = 64 << 10
+    assert predict(shared, "ring", v) == pytest.approx(predict(tt, "ring", v))
+    assert predict(shared, "hierarchical", v) == pytest.approx(
+        predict(tt, "hierarchical", v))
+    # two cross-node rounds, each 150 us cheaper
+    assert predict(tt, "leader", v) - predict(shared, "leader", v) == \
+        pytest.approx(2 * 150e-6)
+    assert dataclasses.replace(tt, cores=4) == TwoTier.from_dict(
+        dataclasses.replace(tt, cores=4).as_dict())

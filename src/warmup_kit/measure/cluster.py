@@ -161,10 +161,13 @@ def features(row: dict, ranks_per_node: int, tt: TwoTier | None = None
 
 
 def fit_tiers(rows: list[dict], nodes: int, ranks_per_node: int,
-              burst_bytes: float = 0.0) -> tuple[TwoTier, dict]:
+              burst_bytes: float = 0.0, cores: int = 0
+              ) -> tuple[TwoTier, dict]:
     """The :class:`TwoTier` that explains ``rows`` best (relative least
     squares), and the fit's report (``rms_rel_error``, ``max_rel_error``,
-    per-row errors). ``burst_bytes``: the link's token bucket depth; the
+    per-row errors). ``burst_bytes``: the link's token bucket depth;
+    ``cores``: the cores the ranks share (every calibration round has all
+    ranks busy, so it does not change the fit); the
     ``barrier`` row (if any) gives the gap between calls. The bucket makes
     the cost nonlinear in the link's bandwidth: fitted to a fixed point."""
     gaps = [r["time_s"] for r in rows if r["pattern"] == "barrier"]
@@ -186,7 +189,7 @@ def fit_tiers(rows: list[dict], nodes: int, ranks_per_node: int,
             raise ValueError("the fit found no per-byte cost for a tier: "
                              "calibrate with larger messages")
         new = TwoTier(nodes, ranks_per_node, Tier(a1, 1 / b1),
-                      Tier(a2, 1 / b2), gamma, call, burst_bytes, gap)
+                      Tier(a2, 1 / b2), gamma, call, burst_bytes, gap, cores)
         tt = new
         if last is not None and np.allclose(p, last, rtol=1e-10, atol=0):
             break

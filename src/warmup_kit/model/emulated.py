@@ -90,6 +90,12 @@ class TwoTier:
             0 for a link without one.
         gap_s: time between two calls of the benchmark loop (a barrier),
             when the buckets refill.
+        cores: cores the ranks share (0: as many as ranks). A message's
+            latency is mostly CPU work (Python, system calls, polling), and
+            calibration measures it with every rank busy at once: a round in
+            which only ``k`` ranks take part pays ``max(1, k / cores) /
+            max(1, ranks / cores)`` of it (the cores-shared rule of
+            :mod:`warmup_kit.measure.fit_host`).
     """
 
     nodes: int
@@ -100,6 +106,7 @@ class TwoTier:
     call_s: float = 0.0
     burst_bytes: float = 0.0
     gap_s: float = 0.0
+    cores: int = 0
 
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.ranks_per_node < 1:
@@ -148,7 +155,7 @@ class TwoTier:
         return cls(d["nodes"], d["ranks_per_node"], Tier(**d["intra"]),
                    Tier(**d["inter"]), d.get("gamma_s_per_byte", 0.0),
                    d.get("call_s", 0.0), d.get("burst_bytes", 0.0),
-                   d.get("gap_s", 0.0))
+                   d.get("gap_s", 0.0), d.get("cores", 0))
 
 
 def round_times(tt: TwoTier, s: Schedule, nbytes: int, *,
@@ -179,6 +186,8 @@ def round_times(tt: TwoTier, s: Schedule, nbytes: int, *,
     cap[2 * n:] = tt.burst_bytes
     have = cap.copy() if tokens is None else np.minimum(cap, tokens)
     rate = tt.inter.bw_bytes_per_s
+    cores = tt.cores or n
+    full = max(1.0, n / cores)
     out = np.zeros(comp.n_rounds)
     for k in range(comp.n_rounds):
         sel = np.flatnonzero((comp.round_of == k) & (tb > 0))
@@ -189,7 +198,8 @@ def round_times(tt: TwoTier, s: Schedule, nbytes: int, *,
         charged = np.maximum(load - have, 0.0)
         have = np.maximum(have - load, 0.0)
         port_s = np.maximum(charged[out_port[sel]], charged[in_port[sel]])
-        t = alpha[sel] + port_s / bw[sel]
+        busy = len(np.union1d(comp.src[sel], comp.dst[sel]))
+        t = alpha[sel] * (max(1.0, busy / cores) / full) + port_s / bw[sel]
         if tt.gamma_s_per_byte:
             red = np.bincount(comp.dst[sel], weights=tb[sel] *
                               comp.reduce[sel], minlength=n)
