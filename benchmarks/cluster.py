@@ -15,12 +15,14 @@ across), then
    ``--link auto``, sets the link to fast / ``--ratio`` (a real cluster's
    NVLink : NIC is 9-12x per direction), re-aiming once at the ratio
    measured;
-2. calibrates both tiers and gamma on every rank at once;
+2. calibrates both tiers and gamma on every rank at once, before and
+   after step 3 (the fit takes the mean of the two);
 3. runs flat ring, hierarchical and two-level leader all-reduce over all
    ranks, and the TP all-reduce inside a node vs split across two, through
    ``warmup_kit.allreduce`` (each checked against numpy and against the
    schedule's bytes), and prints each beside the model
-   (:mod:`warmup_kit.model.emulated`).
+   (:mod:`warmup_kit.model.emulated`); a size's variants are timed in
+   turn, rep after rep.
 
 ``--check`` exits 1 unless every result is right and, for messages of 1 MiB
 and up, within 25% of the model, with the same winner at every size.
@@ -121,10 +123,15 @@ def measure(args) -> dict:
             cl.set_rate(rate)
             chosen = (f"auto: fast tier {fast / 1e9:.2f} GB/s / "
                       f"{args.ratio:g}, over TCP's payload share of a frame")
-        cal = job(cl, args, "calibrate", patterns=",".join(PATTERNS))
+        # calibrate before and after the experiments and fit the mean of
+        # the two: a load that changes meanwhile weighs on both sides
+        before = job(cl, args, "calibrate", patterns=",".join(PATTERNS))
+        measured = job(cl, args, "experiments")
+        after = job(cl, args, "calibrate", patterns=",".join(PATTERNS))
+        cal = [dict(a, time_s=(a["time_s"] + b["time_s"]) / 2)
+               for a, b in zip(before, after)]
         tt, rep = fit_tiers(cal, args.nodes, args.ranks_per_node,
                             burst(cl.link), cores())
-        measured = job(cl, args, "experiments")
         link = cl.link
     facts = R.machine_facts()
     facts["loadavg_before"] = load0

@@ -13,7 +13,8 @@ nothing else):
 Each variant's first call is checked against numpy (exactly: the inputs are
 small integers, so every summation order gives the same floats) and its
 payload bytes against the schedule's (:func:`warmup_kit.schedule.traffic`);
-then the median over ``reps`` calls of the slowest rank's time.
+then, every variant of a size taken in turn rep after rep, the median over
+``reps`` calls of the slowest rank's time.
 """
 from __future__ import annotations
 
@@ -44,20 +45,10 @@ def expected(ranks, count: int) -> np.ndarray:
             + 1000.0 * sum(ranks))
 
 
-def _timed(world: Comm, comm: Comm, x, algorithm: str, reps: int
-           ) -> float:
-    ts = np.empty(reps)
-    for i in range(reps):
-        world.barrier(timeout=TIMEOUT_S)
-        t0 = time.perf_counter()
-        allreduce(x, comm, algorithm=algorithm, timeout=TIMEOUT_S)
-        ts[i] = time.perf_counter() - t0
-    worst = allreduce(ts, world, op="max", timeout=TIMEOUT_S)
-    return float(np.median(worst))
-
-
-def _one(world: Comm, comm: Comm, members, algorithm: str, nbytes: int,
-         reps: int) -> dict:
+def _checked(world: Comm, comm: Comm, members, algorithm: str,
+             nbytes: int) -> tuple[dict, np.ndarray]:
+    """One call checked against numpy and the schedule's bytes (all ranks
+    agree on the verdict); also returns this rank's input."""
     count = nbytes // 8
     x = inputs(world.rank, count)
     before = comm.stats.bytes_sent
@@ -69,10 +60,24 @@ def _one(world: Comm, comm: Comm, members, algorithm: str, nbytes: int,
     flags = allreduce(np.array([0.0 if ok else 1.0,
                                 0.0 if sent == want else 1.0]), world,
                       op="max", timeout=TIMEOUT_S)
-    t = _timed(world, comm, x, algorithm, reps)
-    return {"nbytes": nbytes, "measured_ms": t * 1e3,
-            "correct": not flags[0], "bytes_match": not flags[1],
-            "bytes_sent_rank0": int(sent) if world.rank == 0 else None}
+    return ({"nbytes": nbytes, "correct": not flags[0],
+             "bytes_match": not flags[1],
+             "bytes_sent_rank0": int(sent) if world.rank == 0 else None}, x)
+
+
+def _round_robin(world: Comm, calls, reps: int) -> list[float]:
+    """Median (over ``reps``) of the slowest rank's time of each call,
+    the calls taken in turn rep after rep (a load that comes and goes
+    then weighs on every variant alike), each after a barrier."""
+    ts = np.empty((len(calls), reps))
+    for i in range(reps):
+        for j, fn in enumerate(calls):
+            world.barrier(timeout=TIMEOUT_S)
+            t0 = time.perf_counter()
+            fn()
+            ts[j, i] = time.perf_counter() - t0
+    worst = allreduce(ts, world, op="max", timeout=TIMEOUT_S)
+    return [float(np.median(row)) for row in worst]
 
 
 def run_experiments(world: Comm, tt_shape: TwoTier, sizes, reps: int = 5,
@@ -105,15 +110,21 @@ def run_experiments(world: Comm, tt_shape: TwoTier, sizes, reps: int = 5,
         if nbytes % 8:
             raise ValueError(f"size {nbytes} is not a whole number of "
                              "float64")
+        points = []                      # (row, comm, algorithm, input)
         if "allreduce" in experiments:
             for label, alg in VARIANTS.items():
-                r = _one(world, world, range(world.size), alg, nbytes, reps)
-                rows.append(dict(r, experiment="allreduce", variant=label,
-                                 algorithm=alg))
+                r, x = _checked(world, world, range(world.size), alg, nbytes)
+                points.append((dict(r, experiment="allreduce", variant=label,
+                                    algorithm=alg), world, alg, x))
         for label, (sub, members) in subs.items():
-            r = _one(world, sub, members, "ring", nbytes, reps)
-            rows.append(dict(r, experiment="tp", variant=label,
-                             algorithm="ring"))
+            r, x = _checked(world, sub, members, "ring", nbytes)
+            points.append((dict(r, experiment="tp", variant=label,
+                                algorithm="ring"), sub, "ring", x))
+        calls = [(lambda c=c, a=a, x=x: allreduce(
+            x, c, algorithm=a, timeout=TIMEOUT_S))
+            for _, c, a, x in points]
+        for (row, *_), t in zip(points, _round_robin(world, calls, reps)):
+            rows.append(dict(row, measured_ms=t * 1e3))
     for sub, _ in subs.values():
         sub.close()
     return rows
