@@ -21,8 +21,7 @@ across), then
    ranks, and the TP all-reduce inside a node vs split across two, through
    ``warmup_kit.allreduce`` (each checked against numpy and against the
    schedule's bytes), and prints each beside the model
-   (:mod:`warmup_kit.model.emulated`); a size's variants are timed in
-   turn, rep after rep.
+   (:mod:`warmup_kit.model.emulated`).
 
 ``--check`` exits 1 unless every result is right and, for messages of 1 MiB
 and up, within 25% of the model, with the same winner at every size.
