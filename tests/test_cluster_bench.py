@@ -64,6 +64,7 @@ def test_book_table_and_figure_are_computed_from_the_run(doc):
                 if t.name.endswith("measured") for y in t.y)
     assert ys == sorted(r["measured_ms"] for r in doc["rows"])
     assert doc["cluster"]["link"] in label(doc)
+    assert doc["cluster"]["link"] in fig.title
 
 
 def _row(exp, variant, nbytes, measured, model, ok=True):

@@ -16,15 +16,20 @@ TITLES = {"allreduce": "all-reduce over all ranks",
 def label(doc: dict) -> str:
     """The run's machine and link settings, for a title."""
     m, c = doc["machine"], doc["cluster"]
+    load = f"load {m['loadavg'][0]:.2f}"
+    if "loadavg_before" in m:
+        load = (f"load {m['loadavg_before'][0]:.2f} before, "
+                f"{m['loadavg'][0]:.2f} after")
     return (f"{c['nodes']} nodes x {c['ranks_per_node']} ranks, link "
             f"{c['link']} (tbf), tier ratio {doc['tiers']['ratio']:.1f}x; "
-            f"{m['cpu']}, {m['cores']} cores, load {m['loadavg'][0]:.2f}, "
-            f"{m['date']}")
+            f"{m['cpu']}, {m['cores']} cores, {load}, {m['date']}")
 
 
 def measured_vs_model(doc: dict) -> Figure:
     """One panel per experiment: each variant's measured times (markers)
-    and the model's (dashes) against the message size."""
+    and the model's (dashes) against the message size; the title names
+    the cluster, the link and the machine's load (:func:`label` has it
+    all)."""
     panels = []
     for exp in ("allreduce", "tp"):
         rows = [r for r in doc["rows"] if r["experiment"] == exp]
@@ -42,7 +47,12 @@ def measured_vs_model(doc: dict) -> Figure:
         panels.append(Panel(traces, title=TITLES[exp],
                             xlabel="bytes per rank", ylabel="ms",
                             logx=True, logy=True))
-    return Figure(panels, title=label(doc))
+    m, c = doc["machine"], doc["cluster"]
+    load = m.get("loadavg_before", m["loadavg"])[0]
+    return Figure(panels, title=(
+        f"emulated cluster, {c['nodes']} x {c['ranks_per_node']} ranks, "
+        f"link {c['link']}, tiers {doc['tiers']['ratio']:.1f}x, "
+        f"{m['cores']} cores, load {load:.2f}, {m['date'][:10]}"))
 
 
 __all__ = ["label", "measured_vs_model"]
