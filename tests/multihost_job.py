@@ -2,7 +2,7 @@
 ``python -m warmup_kit.run``: an all-reduce on the whole group and on a
 split of it; (``fail R``) rank R exiting with 3 before it joins; (``die
 R``) rank R dying once joined, the other rank of its node printing what it
-raised. Rank 0 prints
+raised; (``hold DIR``) every rank writing its pid to DIR, then sleeping. Rank 0 prints
 one JSON line: every rank's view."""
 import json
 import os
@@ -17,6 +17,12 @@ info = run_info()
 if sys.argv[1:2] == ["fail"] and info["rank"] == int(sys.argv[2]):
     sys.exit(3)
 comm = comm_from_env(timeout=60)
+if sys.argv[1:2] == ["hold"]:                # joined; then wait to be killed
+    with open(f"{sys.argv[2]}/{comm.rank}.pid", "w") as f:
+        f.write(str(os.getpid()))
+    import time
+    time.sleep(120)
+    sys.exit(0)
 if sys.argv[1:2] == ["die"]:       # rank R dies; its node's other rank says
     if comm.rank == int(sys.argv[2]):
         os._exit(5)

@@ -245,3 +245,37 @@ def test_janitor_leaves_live_owners_alone():
     assert not janitor.owner_gone("x", {"detached": True}, detached=False)
     assert janitor.PREFIX_RE.match("wkc12-3-node0").group(1) == "wkc12-3"
     assert janitor.PREFIX_RE.match("wk12-node0") is None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_a_killed_owner_not_yet_reaped_counts_as_gone():
+    """A SIGKILLed owner whose parent has not reaped it (or whose parent
+    died, where nothing reaps orphans) is a zombie: its cluster is
+    leftovers, not live."""
+    p = subprocess.Popen([PYTHON, "-c", "import time; time.sleep(60)"])
+    try:
+        assert janitor.alive(p.pid)
+        os.kill(p.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while janitor.alive(p.pid):          # a zombie until we wait()
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert open(f"/proc/{p.pid}/stat").read().rsplit(")", 1)[1].split(
+        )[0] == "Z"
+        assert janitor.owner_gone(f"wkc{p.pid}-0", {"pid": p.pid})
+    finally:
+        p.kill()
+        p.wait(timeout=10)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_cli_says_why_it_cannot_build(tmp_path):
+    """Without iproute2 on PATH (as without root) `up` exits 3 with the
+    reason, having built nothing."""
+    env = dict(os.environ, PATH=str(tmp_path))
+    up = subprocess.run([*CLI, "up", "--nodes", "2"], capture_output=True,
+                        text=True, timeout=60, env=env, cwd=ROOT)
+    assert up.returncode == 3, (up.stdout, up.stderr)
+    assert "cluster unavailable" in up.stderr and "iproute2" in up.stderr

@@ -13,11 +13,13 @@ import os
 import signal
 import socket
 import subprocess
+import time
 
 import pytest
 
 from conftest import PYTHON, ROOT
 from warmup_kit.cluster import Cluster, why_unavailable
+from warmup_kit.cluster.janitor import alive as janitor_alive
 
 JOB = str(ROOT / "tests" / "multihost_job.py")
 LAB = str(ROOT / "labs" / "lab01.py")
@@ -127,17 +129,55 @@ def test_a_rank_that_dies_is_named_across_both_tiers(transport):
     assert got == {"error": "PeerLost", "peer": 3}, (got, res[1][2][-2000:])
 
 
+@pytest.mark.timeout(300)
+def test_a_lost_node_stops_the_job_and_no_rank_outlives_it(tmp_path):
+    """SIGKILL node 1's agent mid-job: its ranks die with it, node 0 sees
+    the node lost and stops its own ranks."""
+    port = free_port()
+    env = dict(os.environ, WARMUP_KIT_SECRET=os.urandom(32).hex())
+    procs = [subprocess.Popen(
+        [PYTHON, "-m", "warmup_kit.run", "--nnodes", "2", "--node-rank",
+         str(n), "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
+         "--master-port", str(port), "--timeout", "200", JOB, "hold",
+         str(tmp_path)], env=env, cwd=ROOT, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True)
+        for n in range(2)]
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(tmp_path.glob("*.pid"))) < 4:
+            assert time.monotonic() < deadline, "the ranks never joined"
+            time.sleep(0.1)
+        pids = [int(p.read_text()) for p in tmp_path.glob("*.pid")]
+        procs[1].kill()
+        _, err = procs[0].communicate(timeout=120)
+        assert procs[0].returncode != 0
+        assert "lost node 1" in err, err
+        deadline = time.monotonic() + 30
+        while any(janitor_alive(p) for p in pids):
+            assert time.monotonic() < deadline, "a rank outlived its job"
+            time.sleep(0.1)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+            p.communicate(timeout=30)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("transport", ["sockets", "hybrid"])
 def test_lab01_bytes_equal_the_schedule_across_loopback_nodes(transport):
+    # 16 MiB: ring steps of 4 MiB, more than a socket's buffers hold, so a
+    # rank must keep its socket sends moving while it waits on shared
+    # memory (it once did not, and the hybrid ring stopped)
     res = agents([LAB, "--json", "--algorithm", "ring,hierarchical",
-                  "--size", "64K", "--iters", "1"], transport=transport)
+                  "--size", "64K", "--size", "16M", "--iters", "1"],
+                 transport=transport)
     assert [r[0] for r in res] == [0, 0], res
     out = last_json(res[0][1])
     assert out["ranks"] == 4 and out["correct"] and out["bytes_match"]
     assert out["transport"] == f"{transport} across 2 nodes"
-    assert len(out["rows"]) == 2 * 4
+    assert len(out["rows"]) == 2 * 2 * 4
 
 
 WHY = why_unavailable()

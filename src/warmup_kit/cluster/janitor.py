@@ -50,13 +50,22 @@ def entries() -> dict[str, dict]:
 
 
 def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    """True if ``pid`` runs (a zombie, killed but not reaped, does not:
+    where nothing reaps orphans, a SIGKILLed owner stays one)."""
+    if pid <= 0:
         return False
-    except PermissionError:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
         return True
-    return True
+    return state not in (b"Z", b"X")
 
 
 def owner_gone(prefix: str, info: dict | None = None,

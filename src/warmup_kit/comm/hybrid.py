@@ -46,6 +46,10 @@ class HybridRequest(Request):
         self.comm.waitall([self], deadline_after(timeout))
 
 
+def _done(r: HybridRequest) -> bool:
+    return r.inner.finished if r.local else r.inner.op.finished
+
+
 class HybridComm(Comm):
     """One rank of a group spread over nodes.
 
@@ -73,6 +77,7 @@ class HybridComm(Comm):
             raise ValueError(f"rank {rank}: the shared-memory group does not "
                              f"match the {want} ranks of this node")
         self._local = {g: i for i, g in enumerate(self.local_ranks)}
+        self._open: list[HybridRequest] = []   # issued, maybe unfinished
         self.intra, self.inter = intra, inter
 
     def is_local(self, peer: int) -> bool:
@@ -85,49 +90,58 @@ class HybridComm(Comm):
         self.check_message(buf, dest, tag)
         self.stats.sent(dest, buf.nbytes)
         if self.is_local(dest):
-            return HybridRequest(self, self.intra.isend(
-                buf, self._local[dest], tag), True)
-        return HybridRequest(self, self.inter.isend(buf, dest, tag), False)
+            return self._issued(self.intra.isend(buf, self._local[dest],
+                                                 tag), True)
+        return self._issued(self.inter.isend(buf, dest, tag), False)
 
     def irecv(self, buf: np.ndarray, source: int, tag: int = 0
               ) -> HybridRequest:
         self.check_message(buf, source, tag)
         self.stats.received(source, buf.nbytes)
         if self.is_local(source):
-            return HybridRequest(self, self.intra.irecv(
-                buf, self._local[source], tag), True)
-        return HybridRequest(self, self.inter.irecv(buf, source, tag), False)
+            return self._issued(self.intra.irecv(buf, self._local[source],
+                                                 tag), True)
+        return self._issued(self.inter.irecv(buf, source, tag), False)
+
+    def _issued(self, inner: Request, local: bool) -> HybridRequest:
+        r = HybridRequest(self, inner, local)
+        self._open.append(r)
+        return r
 
     def waitall(self, reqs: Sequence[HybridRequest],
                 deadline: float | None = None) -> None:
+        """Complete ``reqs``. While the other transport has work queued
+        (a large socket send still draining, say) both are progressed:
+        blocking in one while the other's queue stalls could leave a peer
+        waiting for bytes this rank never pushes, and the ring would stop."""
+        self._open = [r for r in self._open if not _done(r)]
         local = [r.inner for r in reqs if r.local]
         remote = [r.inner for r in reqs if not r.local]
-        if self.intra is None or not (local or remote):
+        busy_local = any(r.local for r in self._open)
+        busy_remote = any(not r.local for r in self._open)
+        if not busy_local or not busy_remote:   # one transport: its own wait
             self._wait(local, remote, deadline)
             return
-        # both transports progress even when only one is waited on: a
-        # shared-memory send moves only while its sender progresses, so a
-        # rank blocked on a socket alone would stall a same-node peer that
-        # waits for it (and a ring through both tiers deadlocked)
-        idle, delay, check = 0, 2e-5, time.monotonic() + LIVENESS_S
+        idle, check = 0, time.monotonic() + LIVENESS_S
         while True:
+            # spin, then nap a little as the shared-memory waits do (ranks
+            # may share cores); a socket event ends the nap early
             moved = self.intra.progress()
-            if moved or idle < SPINS:      # as the shm waits: spin, yield,
-                self.inter.progress(0)     # then sleep in select (a socket
-                if not moved:              # event ends it at once), backing
-                    os.sched_yield()       # off from 20 to 200 us
-            else:
-                self.inter.progress(delay)
-                delay = min(delay * 2, 2e-4)
-            if moved:
-                delay = 2e-5
+            self.inter.progress(0 if idle < SPINS else min(
+                2e-5 * (idle - SPINS + 1), 2e-4))
             if all(r.finished for r in local) and all(
                     r.op.finished for r in remote):
                 return
-            idle = 0 if moved else idle + 1
+            if moved:
+                idle = 0
+            else:
+                idle += 1
+                if idle < SPINS:
+                    os.sched_yield()
             now = time.monotonic()
             if now > check:              # as the shm waits do: a dead peer
-                waiting = next((r for r in local if not r.finished), None)
+                waiting = next((r.inner for r in self._open
+                                if r.local and not _done(r)), None)
                 if waiting is not None:
                     try:
                         self.intra.heartbeat(waiting.peer)
