@@ -133,3 +133,14 @@ def test_live_small_run_is_correct_and_moves_the_schedules_bytes(tmp_path):
                 and r["nbytes"] == MIB)
     # V/2 reduce-scattered inside, V/4 + V/4 across, V/2 gathered inside
     assert hier["bytes_sent_rank0"] == 3 * MIB // 2
+
+
+@pytest.mark.slow
+def test_lab02_emulated_shows_the_stored_run():
+    lab = ROOT / "labs" / "lab02.py"
+    out = subprocess.run([sys.executable, str(lab), "--emulated"],
+                         capture_output=True, text=True, timeout=60,
+                         check=True).stdout
+    doc = R.load(STORED)
+    assert doc["cluster"]["link"] in out
+    assert "ratio fast / slow" in out and "two-level leader" in out
