@@ -18,6 +18,10 @@ Three experiments, all on the model (no GPUs, no MPI, about a second):
    and one leader per island, on 2..16 islands, for a small and a large
    buffer, with every NIC and with one NIC per node.
 3. The pipeline bubble vs the number of micro-batches, against (p-1)/m.
+
+``--emulated`` instead shows the measured-vs-modelled run on an emulated
+two-node cluster stored in ``book/data/cluster.json``; ``--emulated live``
+measures it again (root: ``benchmarks/cluster.py`` builds the cluster).
 """
 from __future__ import annotations
 
@@ -242,12 +246,29 @@ def main(argv: list[str] | None = None) -> int:
                     help="print the results as JSON instead of tables")
     ap.add_argument("--plot", metavar="PATH", default=None,
                     help="save the figure as a PNG")
+    ap.add_argument("--emulated", nargs="?", const="stored",
+                    choices=("stored", "live"),
+                    help="the emulated cluster's measured vs modelled run: "
+                         "the stored one, or live (root)")
     args = ap.parse_args(argv)
+    if args.emulated:
+        return emulated(args.emulated == "live")
     res = run(args.system)
     print(json.dumps(res, indent=1) if args.json else report(res))
     if args.plot:
         plot(res, args.plot)
     return 0
+
+
+def emulated(live: bool) -> int:
+    """Show (or, live, re-measure) the emulated cluster's run."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    bench = os.path.join(root, "benchmarks", "cluster.py")
+    stored = os.path.join(root, "book", "data", "cluster.json")
+    import subprocess
+    cmd = [sys.executable, bench, "--check"] if live else \
+        [sys.executable, bench, "--show", stored]
+    return subprocess.run(cmd, timeout=1800).returncode
 
 
 if __name__ == "__main__":

@@ -102,6 +102,11 @@ def netns_list() -> list[str]:
 def add_netns(ns: str) -> None:
     sh(["ip", "netns", "add", ns])
     sh(in_ns(ns, ["ip", "link", "set", "lo", "up"]))
+    # TCP restarts slow start on a connection idle for one RTO (Linux's
+    # default): every collective after a pause would then ramp up again
+    # on the slow tier. RDMA fabrics have no such ramp, so neither do we.
+    sh(in_ns(ns, ["sh", "-c", "echo 0 > "
+                  "/proc/sys/net/ipv4/tcp_slow_start_after_idle"]))
 
 
 def add_bridge(ns: str, name: str = "br0") -> None:

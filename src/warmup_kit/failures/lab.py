@@ -53,7 +53,10 @@ class Demo:
             calls it a hang.
         nbytes: the all-reduce's size.
         work: matrix products of 96 x 96 per step (the compute).
-        slow_factor: how many times the work a slow rank does.
+        slow_factor: how many times the work a slow rank does (6: with
+            4 ranks on 2 cores the scheduler alone can make one healthy
+            rank compute twice as long as another, and a 3x straggler
+            hid in that spread on a loaded machine).
     """
 
     fault: str
@@ -64,7 +67,7 @@ class Demo:
     watchdog_s: float = 5.0
     nbytes: int = 64 << 10
     work: int = 40
-    slow_factor: float = 3.0
+    slow_factor: float = 6.0
 
     def __post_init__(self) -> None:
         if self.fault not in FAULTS:

@@ -1,0 +1,234 @@
+"""Measured vs modelled on an emulated two-tier cluster (issue 12, items 4-5;
+book, Chapter 6 and Lab 02).
+
+Usage (root: the cluster is made of network namespaces)::
+
+    python benchmarks/cluster.py --check --json book/data/cluster.json
+    python benchmarks/cluster.py --link 600mbit --sizes 64K,1M,16M
+    python benchmarks/cluster.py --show book/data/cluster.json   # no root
+
+Builds ``--nodes`` x ``--ranks-per-node`` ranks (:class:`warmup_kit.cluster.
+Cluster`: shared memory inside a node, sockets through a ``tc tbf`` link
+across), then
+
+1. calibrates the fast tier (:mod:`warmup_kit.measure.cluster`) and, with
+   ``--link auto``, sets the link to fast / ``--ratio`` (a real cluster's
+   NVLink : NIC is 9-12x per direction), re-aiming once at the ratio
+   measured;
+2. calibrates both tiers and gamma on every rank at once, before and
+   after step 3 (the fit takes the mean of the two);
+3. runs flat ring, hierarchical and two-level leader all-reduce over all
+   ranks, and the TP all-reduce inside a node vs split across two, through
+   ``warmup_kit.allreduce`` (each checked against numpy and against the
+   schedule's bytes), and prints each beside the model
+   (:mod:`warmup_kit.model.emulated`).
+
+``--check`` exits 1 unless every result is right and, for messages of 1 MiB
+and up, within 25% of the model, with the same winner at every size.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from warmup_kit.measure.cluster import PATTERNS, calibrate, fit_tiers
+from warmup_kit.machine import cores
+from warmup_kit.measure import cluster_report as R
+from warmup_kit.model.emulated import Tier, TwoTier
+from warmup_kit.units import parse_size
+from warmup_kit.viz.plots import Table
+
+DEFAULT_SIZES = "64K,256K,1M,4M,16M,64M"
+#: TCP payload per byte tbf counts: 1448 of each 1514-byte Ethernet frame
+#: (MTU 1500 less 20 B of IP and 32 B of TCP header with timestamps, plus
+#: the 14-byte Ethernet header tbf sees)
+PAYLOAD_PER_WIRE_BYTE = 1448 / 1514
+HERE = Path(__file__).resolve()
+
+
+# ------------------------------------------------------------- rank side
+def job_comm():
+    """This rank's communicator under ``python -m warmup_kit.run``."""
+    from warmup_kit.comm.rendezvous import comm_from_env
+    return comm_from_env()
+
+
+def rank_main(args) -> None:
+    comm = job_comm()
+    try:
+        if args.rank == "calibrate":
+            pats = tuple(args.patterns.split(","))
+            rows = calibrate(comm, args.nodes, args.ranks_per_node,
+                             patterns=pats, reps=args.reps)
+        else:
+            from warmup_kit.measure.cluster_bench import run_experiments
+            shape = TwoTier(args.nodes, args.ranks_per_node, Tier(0, 1),
+                            Tier(0, 1))
+            rows = run_experiments(comm, shape, sizes(args.sizes),
+                                   reps=args.reps)
+        if comm.rank == 0:
+            Path(args.out).write_text(json.dumps(rows))
+    finally:
+        comm.close()
+
+
+# ----------------------------------------------------------- driver side
+def sizes(text: str) -> list[int]:
+    return [parse_size(s, multiple_of=8) for s in text.split(",") if s]
+
+
+def job(cl, args, kind: str, **extra) -> list[dict]:
+    """Run the rank side of ``kind`` on every node; rank 0's rows."""
+    fd, out = tempfile.mkstemp(prefix="wk-cluster-", suffix=".json")
+    os.close(fd)
+    argv = [str(HERE), "--rank", kind, "--out", out,
+            "--nodes", str(args.nodes),
+            "--ranks-per-node", str(args.ranks_per_node),
+            "--reps", str(args.reps), "--sizes", args.sizes]
+    for k, v in extra.items():
+        argv += [f"--{k}", str(v)]
+    try:
+        done = cl.run_job(argv, timeout=args.timeout,
+                          transport=args.transport)
+        bad = [d for d in done if d.returncode]
+        if bad:
+            raise SystemExit(f"{kind} failed on {len(bad)} node(s):\n" +
+                             "\n".join((d.stderr or "")[-2000:] for d in bad))
+        return json.loads(Path(out).read_text())
+    finally:
+        os.unlink(out)
+
+
+def mbit(bytes_per_s: float) -> str:
+    return f"{bytes_per_s * 8 / 1e6:.0f}mbit"
+
+
+def measure(args) -> dict:
+    from warmup_kit.cluster import Cluster
+    start = "1gbit" if args.link == "auto" else args.link
+    load0 = R.machine_facts()["loadavg"]
+    with Cluster(nodes=args.nodes, ranks_per_node=args.ranks_per_node,
+                 link=start) as cl:
+        chosen = f"fixed ({args.link})"
+        if args.link == "auto":
+            cal = job(cl, args, "calibrate", patterns=",".join(PATTERNS))
+            fast = fit_tiers(cal, args.nodes, args.ranks_per_node,
+                             burst(start))[0].intra.bw_bytes_per_s
+            rate = mbit(fast / args.ratio / PAYLOAD_PER_WIRE_BYTE)
+            cl.set_rate(rate)
+            chosen = (f"auto: fast tier {fast / 1e9:.2f} GB/s / "
+                      f"{args.ratio:g}, over TCP's payload share of a frame")
+        # calibrate before and after the experiments and fit the mean of
+        # the two: a load that changes meanwhile weighs on both sides
+        before = job(cl, args, "calibrate", patterns=",".join(PATTERNS))
+        measured = job(cl, args, "experiments")
+        after = job(cl, args, "calibrate", patterns=",".join(PATTERNS))
+        cal = [dict(a, time_s=(a["time_s"] + b["time_s"]) / 2)
+               for a, b in zip(before, after)]
+        tt, rep = fit_tiers(cal, args.nodes, args.ranks_per_node,
+                            burst(cl.link), cores())
+        link = cl.link
+    facts = R.machine_facts()
+    facts["loadavg_before"] = load0
+    return {"machine": facts,
+            "cluster": {"nodes": args.nodes,
+                        "ranks_per_node": args.ranks_per_node,
+                        "link": link, "link_chosen": chosen,
+                        "transports": {"inside a node":
+                                       "shared memory" if args.transport ==
+                                       "hybrid" else "sockets (TCP)",
+                                       "across nodes": "sockets (TCP)",
+                                       "launcher": f"warmup_kit.run "
+                                                   f"({args.transport})"},
+                        "reps": args.reps,
+                        "command": "(as root) .venv/bin/python benchmarks/"
+                                   "cluster.py --check --json "
+                                   "book/data/cluster.json"},
+            "tiers": {"model": tt.as_dict(), "ratio": tt.ratio,
+                      "fit_rms_rel_error": rep["rms_rel_error"],
+                      "fit_max_rel_error": rep["max_rel_error"],
+                      "calibration": rep["rows"]},
+            "rows": R.merge(measured, tt)}
+
+
+def rate_bytes(rate: str) -> float:
+    from warmup_kit.cluster.netns import rate_bytes as rb
+    return rb(rate)
+
+
+def burst(rate: str | None) -> float:
+    """The token bucket depth the cluster gives a link of ``rate``."""
+    if rate is None:
+        return 0.0
+    from warmup_kit.cluster.netns import burst_bytes
+    return float(burst_bytes(rate))
+
+
+def report(doc: dict) -> None:
+    from warmup_kit.viz.plots_cluster import label
+    print(label(doc))
+    print(Table(*R.tiers_table(doc)))
+    print()
+    print(Table(*R.table(doc)))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--nodes", type=int, default=2)
+    p.add_argument("--ranks-per-node", type=int, default=2)
+    p.add_argument("--link", default="auto",
+                   help="tc rate of each cable, or 'auto' (fast tier / "
+                        "--ratio)")
+    p.add_argument("--ratio", type=float, default=10.0,
+                   help="tier ratio aimed at with --link auto (default 10)")
+    p.add_argument("--sizes", default=DEFAULT_SIZES)
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--transport", default="hybrid",
+                   choices=("hybrid", "sockets"))
+    p.add_argument("--timeout", type=float, default=600.0)
+    p.add_argument("--check", action="store_true",
+                   help="exit 1 unless within 25%% at >= 1 MiB and the "
+                        "same winners")
+    p.add_argument("--json", help="store the run here")
+    p.add_argument("--show", help="print a stored run and exit")
+    # the rank side (run by the driver through warmup_kit.run)
+    p.add_argument("--rank", choices=("calibrate", "experiments"),
+                   help=argparse.SUPPRESS)
+    p.add_argument("--out", help=argparse.SUPPRESS)
+    p.add_argument("--patterns", default=",".join(PATTERNS),
+                   help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.rank:
+        rank_main(args)
+        return 0
+    if args.show:
+        doc = R.load(args.show)
+    else:
+        from warmup_kit.cluster import ClusterUnavailable
+        try:
+            doc = measure(args)
+        except ClusterUnavailable as exc:
+            print(f"{exc}\n(the stored run: python benchmarks/cluster.py "
+                  f"--show book/data/cluster.json)", file=sys.stderr)
+            return 2
+        R.validate(doc)
+        if args.json:
+            Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
+    report(doc)
+    if args.check:
+        bad = R.failures(doc["rows"])
+        for line in bad:
+            print(f"CHECK FAILED: {line}")
+        if bad:
+            return 1
+        print("check passed: within 25% at >= 1 MiB, same winners")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

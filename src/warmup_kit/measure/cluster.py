@@ -1,0 +1,201 @@
+"""Calibrate the two tiers of an emulated cluster (book, Chapter 6; Lab 02).
+
+What the collectives exercise is what is measured: not a lone ping-pong,
+but every rank at once exchanging with a partner (sending and receiving in
+the same round, as each round of a ring does), through the same executor and
+transport the collectives use (:func:`warmup_kit.execute.run_schedule` on
+the job's communicator). Each pattern is a small
+:class:`~warmup_kit.schedule.Schedule` (:func:`exchange_schedule`): ``R``
+rounds in which every pair swaps one message of ``m`` bytes, by copy or by
+reduction. Two patterns:
+
+* ``intra``: each rank with a partner in its own node, all nodes at once
+  (the fast tier under the load of a collective's in-node phase: two ranks
+  per node copying and adding on cores they share);
+* ``inter``: local rank ``l`` of node 0 with local rank ``l`` of node 1, all
+  local ranks at once, so the node's uplink carries ``ranks_per_node``
+  messages each way per round (the slow tier as the hierarchical scheme's
+  cross-node phase loads it).
+
+One relative least-squares fit (:func:`warmup_kit.measure.fit.nnls_rel`)
+over every row then gives six non-negative numbers: a fixed cost per call;
+per round, each tier's latency; per byte through a port, each tier's time
+(the inverse bandwidth; the slow tier's port is the node's uplink); and per
+byte reduced, ``gamma`` (the reduce rows differ from the copy rows only by
+the ``np.add`` of what arrives). :func:`fit_tiers` returns them as a
+:class:`~warmup_kit.model.emulated.TwoTier`.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from warmup_kit.collectives import allreduce
+from warmup_kit.comm.base import Comm
+from warmup_kit.execute import run_schedule
+from warmup_kit.measure.fit import nnls_rel
+from warmup_kit.model.emulated import Tier, TwoTier, time_schedule
+from warmup_kit.schedule import Schedule, Transfer
+
+PATTERNS = ("intra", "inter")
+#: message sizes (bytes per transfer) and round counts calibrated
+SIZES = (16 << 10, 256 << 10, 2 << 20, 8 << 20, 32 << 20)
+ROUNDS = (1, 3)
+#: per-call deadline of a calibration step, seconds
+TIMEOUT_S = 120.0
+
+
+def pairs(pattern: str, nodes: int, ranks_per_node: int
+          ) -> list[tuple[int, int]]:
+    """The (a, b) rank pairs that exchange in ``pattern``."""
+    g = ranks_per_node
+    if pattern == "intra":
+        if g % 2:
+            raise ValueError("the intra pattern pairs ranks: ranks_per_node "
+                             f"must be even, got {g}")
+        return [(node * g + i, node * g + i + 1)
+                for node in range(nodes) for i in range(0, g, 2)]
+    if pattern == "inter":
+        if nodes % 2:
+            raise ValueError(f"the inter pattern pairs nodes: need an even "
+                             f"number of nodes, got {nodes}")
+        return [(node * g + l, (node + 1) * g + l)
+                for node in range(0, nodes, 2) for l in range(g)]
+    raise ValueError(f"unknown pattern {pattern!r}; choose from {PATTERNS}")
+
+
+def exchange_schedule(n: int, pair_list, rounds: int, reduce: bool
+                      ) -> Schedule:
+    """``rounds`` rounds in which each pair (a, b) swaps one chunk: round k,
+    a sends chunk 2k to b and b sends chunk 2k+1 to a (copied, or reduced
+    into the receiver's chunk)."""
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    rs = [[t for a, b in pair_list
+           for t in (Transfer(a, b, 2 * k, reduce),
+                     Transfer(b, a, 2 * k + 1, reduce))]
+          for k in range(rounds)]
+    return Schedule(name="exchange", collective="allreduce", ranks=n,
+                    chunks=2 * rounds, rounds=rs)
+
+
+def time_calls(comm: Comm, fn, reps: int, timeout: float = TIMEOUT_S
+               ) -> float:
+    """Median over ``reps`` of the slowest rank's time of ``fn()``, each rep
+    started together after a barrier (one warm-up call first)."""
+    fn()
+    ts = np.empty(reps)
+    for i in range(reps):
+        comm.barrier(timeout=timeout)
+        t0 = time.perf_counter()
+        fn()
+        ts[i] = time.perf_counter() - t0
+    worst = allreduce(ts, comm, op="max", timeout=timeout)
+    return float(np.median(worst))
+
+
+def calibrate(comm: Comm, nodes: int, ranks_per_node: int, *,
+              patterns=PATTERNS, sizes=SIZES, rounds=ROUNDS, reps: int = 5,
+              inter_max_bytes: int = 8 << 20) -> list[dict]:
+    """Time the exchange patterns on this job's ranks (call on every rank).
+
+    Returns:
+        rows ``{"pattern", "nbytes" (per message), "rounds", "reduce",
+        "time_s"}``, identical on every rank.
+    """
+    if comm.size != nodes * ranks_per_node:
+        raise ValueError(f"{comm.size} ranks is not {nodes} nodes x "
+                         f"{ranks_per_node}")
+    rows = [{"pattern": "barrier", "nbytes": 0, "rounds": 0,
+             "reduce": False,
+             "time_s": time_calls(comm, lambda: comm.barrier(
+                 timeout=TIMEOUT_S), max(reps, 9))}]
+    for pattern in patterns:
+        pl = pairs(pattern, nodes, ranks_per_node)
+        for nbytes in sizes:
+            if pattern == "inter" and nbytes > inter_max_bytes:
+                continue
+            for r in rounds:
+                for red in ((False, True) if pattern == "intra" else (False,)):
+                    s = exchange_schedule(comm.size, pl, r, red)
+                    buf = np.ones(2 * r * nbytes // 8)
+                    t = time_calls(comm, lambda: run_schedule(
+                        s, buf, comm, deadline=time.monotonic() + TIMEOUT_S),
+                        reps)
+                    rows.append({"pattern": pattern, "nbytes": nbytes,
+                                 "rounds": r, "reduce": red, "time_s": t})
+    return rows
+
+
+def charged_bytes(row: dict, tt: TwoTier) -> float:
+    """Bytes the busiest uplink pays for at its rate in an ``inter`` row,
+    as the model charges them (:func:`warmup_kit.model.emulated.
+    time_schedule`: the rest passes on the token bucket's tokens, refilled
+    while the uplink idles), given the tiers ``tt``."""
+    r, m = row["rounds"], row["nbytes"]
+    s = exchange_schedule(tt.ranks, pairs("inter", tt.nodes,
+                                          tt.ranks_per_node), r,
+                          row["reduce"])
+    link_s = (time_schedule(tt, s, 2 * r * m) - tt.call_s
+              - r * tt.inter.alpha_s
+              - (tt.gamma_s_per_byte * r * m if row["reduce"] else 0.0))
+    return max(0.0, link_s) * tt.inter.bw_bytes_per_s
+
+
+def features(row: dict, ranks_per_node: int, tt: TwoTier | None = None
+             ) -> np.ndarray:
+    """``[1, R_intra, R_inter, B_intra, B_inter, G]`` of a calibration row:
+    the call, rounds of each tier, bytes through the busiest port of each
+    tier (the uplink carries every local rank's message; with ``tt``, only
+    what its token bucket does not let through, :func:`charged_bytes`),
+    bytes reduced."""
+    r, m = row["rounds"], row["nbytes"]
+    intra = row["pattern"] == "intra"
+    port = m if intra else ranks_per_node * m
+    link = 0.0 if intra else (r * port if tt is None
+                              else charged_bytes(row, tt))
+    return np.array([1.0, r if intra else 0, 0 if intra else r,
+                     r * port if intra else 0, link,
+                     r * m if row["reduce"] else 0])
+
+
+def fit_tiers(rows: list[dict], nodes: int, ranks_per_node: int,
+              burst_bytes: float = 0.0, cores: int = 0
+              ) -> tuple[TwoTier, dict]:
+    """The :class:`TwoTier` that explains ``rows`` best (relative least
+    squares), and the fit's report (``rms_rel_error``, ``max_rel_error``,
+    per-row errors). ``burst_bytes``: the link's token bucket depth;
+    ``cores``: the cores the ranks share (every calibration round has all
+    ranks busy, so it does not change the fit); the
+    ``barrier`` row (if any) gives the gap between calls. The bucket makes
+    the cost nonlinear in the link's bandwidth: fitted to a fixed point."""
+    gaps = [r["time_s"] for r in rows if r["pattern"] == "barrier"]
+    rows = [r for r in rows if r["pattern"] != "barrier"]
+    pats = {r["pattern"] for r in rows}
+    if pats != set(PATTERNS):
+        raise ValueError(f"need rows of both patterns {PATTERNS}, got "
+                         f"{sorted(pats)}")
+    t = np.array([r["time_s"] for r in rows])
+    if (t <= 0).any():
+        raise ValueError("every calibration time must be > 0")
+    gap = float(np.median(gaps)) if gaps else 0.0
+    tt, last = None, None
+    for _ in range(60):
+        X = np.array([features(r, ranks_per_node, tt) for r in rows])
+        p = nnls_rel(X, t)
+        call, a1, a2, b1, b2, gamma = map(float, p)
+        if b1 <= 0 or b2 <= 0:
+            raise ValueError("the fit found no per-byte cost for a tier: "
+                             "calibrate with larger messages")
+        new = TwoTier(nodes, ranks_per_node, Tier(a1, 1 / b1),
+                      Tier(a2, 1 / b2), gamma, call, burst_bytes, gap, cores)
+        tt = new
+        if last is not None and np.allclose(p, last, rtol=1e-10, atol=0):
+            break
+        last = p
+    rel = (X @ p - t) / t
+    report = {"gap_s": gap, "rms_rel_error": float(np.sqrt(np.mean(rel ** 2))),
+              "max_rel_error": float(np.abs(rel).max()),
+              "rows": [dict(r, model_s=float(q)) for r, q in zip(rows, X @ p)]}
+    return tt, report

@@ -1,0 +1,129 @@
+"""The emulated cluster's experiments, rank side (``benchmarks/cluster.py``).
+
+On every rank of a ``nodes x ranks_per_node`` job, through the public API
+as a user calls it (:func:`warmup_kit.allreduce` with ``algorithm=`` and
+nothing else):
+
+* ``allreduce``: flat ring, hierarchical and the two-level leader scheme
+  over all ranks;
+* ``tp``: the TP all-reduce, a ring in each group of ``ranks_per_node``
+  ranks, all groups at once: groups inside one node, or split across nodes
+  (sub-communicators from :meth:`~warmup_kit.comm.Comm.split`).
+
+Each variant's first call is checked against numpy (exactly: the inputs are
+small integers, so every summation order gives the same floats) and its
+payload bytes against the schedule's (:func:`warmup_kit.schedule.traffic`);
+then the median over ``reps`` calls, back to back, of the slowest rank's
+time.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from warmup_kit.algorithms import build
+from warmup_kit.collectives import allreduce
+from warmup_kit.comm.base import Comm
+from warmup_kit.model.emulated import (TP_PLACEMENTS, VARIANTS, TwoTier,
+                                       tp_groups)
+from warmup_kit.schedule import traffic
+
+TIMEOUT_S = 120.0
+
+
+def inputs(rank: int, count: int) -> np.ndarray:
+    """Rank ``rank``'s all-reduce input: small integers, exact in float64."""
+    return (np.arange(count, dtype=np.float64) % 251) + 1000.0 * rank
+
+
+def expected(ranks, count: int) -> np.ndarray:
+    """The sum of :func:`inputs` over ``ranks``, computed by numpy in one
+    pass (len(ranks) copies of the pattern plus the ranks' offsets)."""
+    ranks = list(ranks)
+    return (len(ranks) * (np.arange(count, dtype=np.float64) % 251)
+            + 1000.0 * sum(ranks))
+
+
+def _checked(world: Comm, comm: Comm, members, algorithm: str,
+             nbytes: int) -> tuple[dict, np.ndarray]:
+    """One call checked against numpy and the schedule's bytes (all ranks
+    agree on the verdict); also returns this rank's input."""
+    count = nbytes // 8
+    x = inputs(world.rank, count)
+    before = comm.stats.bytes_sent
+    y = allreduce(x, comm, algorithm=algorithm, timeout=TIMEOUT_S)
+    sent = comm.stats.bytes_sent - before
+    ok = bool(np.array_equal(y, expected(members, count)))
+    want = traffic(build("allreduce", algorithm, comm.size), nbytes,
+                   itemsize=8).bytes_sent[comm.rank]
+    flags = allreduce(np.array([0.0 if ok else 1.0,
+                                0.0 if sent == want else 1.0]), world,
+                      op="max", timeout=TIMEOUT_S)
+    return ({"nbytes": nbytes, "correct": not flags[0],
+             "bytes_match": not flags[1],
+             "bytes_sent_rank0": int(sent) if world.rank == 0 else None}, x)
+
+
+def _timed(world: Comm, fn, reps: int) -> float:
+    """Median over ``reps`` of the slowest rank's time of ``fn()``, each
+    call after a barrier. (Timing a size's variants in turn instead, rep
+    after rep, made the in-node TP rows 2-4x slower than the same calls
+    back to back, which the model does not explain: see the book's note.)"""
+    ts = np.empty(reps)
+    for i in range(reps):
+        world.barrier(timeout=TIMEOUT_S)
+        t0 = time.perf_counter()
+        fn()
+        ts[i] = time.perf_counter() - t0
+    worst = allreduce(ts, world, op="max", timeout=TIMEOUT_S)
+    return float(np.median(worst))
+
+
+def run_experiments(world: Comm, tt_shape: TwoTier, sizes, reps: int = 5,
+                    experiments=("allreduce", "tp")) -> list[dict]:
+    """Every experiment at every size on this job (call on every rank).
+
+    Args:
+        world: the job's communicator (all ranks, packed node by node).
+        tt_shape: gives ``nodes`` and ``ranks_per_node`` (its tiers are not
+            used here).
+        sizes: all-reduce buffer sizes per rank, bytes (multiples of 8).
+        reps: timed calls per point (after the checked one).
+
+    Returns:
+        rows ``{"experiment", "variant", "algorithm", "nbytes",
+        "measured_ms", "correct", "bytes_match", ...}``, same on every rank.
+    """
+    if world.size != tt_shape.ranks:
+        raise ValueError(f"{world.size} ranks is not {tt_shape.nodes} nodes "
+                         f"x {tt_shape.ranks_per_node}")
+    rows = []
+    subs = {}
+    if "tp" in experiments:
+        for label, spread in zip(TP_PLACEMENTS, (False, True)):
+            groups = tp_groups(tt_shape, spread)
+            color = next(i for i, m in enumerate(groups) if world.rank in m)
+            subs[label] = (world.split(color, key=world.rank),
+                           groups[color])
+    for nbytes in sizes:
+        if nbytes % 8:
+            raise ValueError(f"size {nbytes} is not a whole number of "
+                             "float64")
+        points = []                      # (row, comm, algorithm, input)
+        if "allreduce" in experiments:
+            for label, alg in VARIANTS.items():
+                r, x = _checked(world, world, range(world.size), alg, nbytes)
+                points.append((dict(r, experiment="allreduce", variant=label,
+                                    algorithm=alg), world, alg, x))
+        for label, (sub, members) in subs.items():
+            r, x = _checked(world, sub, members, "ring", nbytes)
+            points.append((dict(r, experiment="tp", variant=label,
+                                algorithm="ring"), sub, "ring", x))
+        for row, c, a, x in points:
+            t = _timed(world, lambda: allreduce(x, c, algorithm=a,
+                                                timeout=TIMEOUT_S), reps)
+            rows.append(dict(row, measured_ms=t * 1e3))
+    for sub, _ in subs.values():
+        sub.close()
+    return rows

@@ -1,0 +1,146 @@
+"""The emulated cluster's benchmark (benchmarks/cluster.py): the stored run's
+schema, the book's table computed from it, the check's logic, and (root
+only) a small live run whose results and bytes are right."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from warmup_kit.measure import cluster_report as R
+from warmup_kit.model.emulated import (TP_PLACEMENTS, VARIANTS, TwoTier,
+                                       predictions)
+from warmup_kit.viz.plots_cluster import label, measured_vs_model
+
+ROOT = Path(__file__).resolve().parents[1]
+STORED = ROOT / "book" / "data" / "cluster.json"
+BENCH = ROOT / "benchmarks" / "cluster.py"
+MIB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def doc():
+    return R.load(STORED)
+
+
+def test_stored_run_is_complete_and_right(doc):
+    sizes = sorted({r["nbytes"] for r in doc["rows"]})
+    assert sizes[0] <= 64 << 10 and sizes[-1] >= 64 * MIB
+    want = {("allreduce", v) for v in VARIANTS} | \
+        {("tp", v) for v in TP_PLACEMENTS}
+    for n in sizes:
+        got = {(r["experiment"], r["variant"]) for r in doc["rows"]
+               if r["nbytes"] == n}
+        assert got == want, n
+    assert all(r["correct"] and r["bytes_match"] for r in doc["rows"])
+    assert doc["cluster"]["link"] and doc["machine"]["cpu"]
+    # the tier ratio the run was set up for: a real cluster's 9-12x
+    assert 7 <= doc["tiers"]["ratio"] <= 14
+
+
+def test_stored_model_times_come_from_the_stored_tiers(doc):
+    tt = TwoTier.from_dict(doc["tiers"]["model"])
+    assert doc["tiers"]["ratio"] == pytest.approx(tt.ratio)
+    sizes = sorted({r["nbytes"] for r in doc["rows"]})
+    model = {(p["experiment"], p["variant"], p["nbytes"]): p["model_ms"]
+             for p in predictions(tt, sizes)}
+    for r in doc["rows"]:
+        m = model[(r["experiment"], r["variant"], r["nbytes"])]
+        assert r["model_ms"] == pytest.approx(m, rel=1e-9)
+        assert r["error_pct"] == pytest.approx(
+            (r["measured_ms"] / m - 1) * 100, rel=1e-9)
+
+
+def test_book_table_and_figure_are_computed_from_the_run(doc):
+    headers, rows = R.table(doc)
+    assert len(rows) == len(doc["rows"])
+    assert headers[3:5] == ["measured ms", "model ms"]
+    measured = sorted(round(r["measured_ms"], 3) for r in doc["rows"])
+    assert sorted(r[3] for r in rows) == measured
+    fig = measured_vs_model(doc)
+    assert len(fig.panels) == 2
+    ys = sorted(y for p in fig.panels for t in p.traces
+                if t.name.endswith("measured") for y in t.y)
+    assert ys == sorted(r["measured_ms"] for r in doc["rows"])
+    assert doc["cluster"]["link"] in label(doc)
+    assert doc["cluster"]["link"] in fig.title
+
+
+def _row(exp, variant, nbytes, measured, model, ok=True):
+    return {"experiment": exp, "variant": variant, "algorithm": "ring",
+            "nbytes": nbytes, "measured_ms": measured, "model_ms": model,
+            "error_pct": (measured / model - 1) * 100, "correct": ok,
+            "bytes_match": True}
+
+
+def test_check_logic():
+    good = [_row("allreduce", "flat ring", MIB, 12.0, 10.0),
+            _row("allreduce", "hierarchical", MIB, 8.0, 7.0),
+            _row("allreduce", "flat ring", 64 << 10, 3.0, 1.0)]
+    assert R.failures(good) == []          # +200% below 1 MiB is allowed
+    off = good + [_row("allreduce", "hierarchical", 4 * MIB, 40.0, 30.0),
+                  _row("allreduce", "flat ring", 4 * MIB, 35.0, 36.0)]
+    msgs = R.failures(off)
+    assert any("+33%" in m for m in msgs)
+    assert any("winner" in m for m in msgs)
+    wrong = [_row("tp", "inside one node", MIB, 1.0, 1.0, ok=False)]
+    assert R.failures(wrong) == ["tp inside one node 1 MiB: wrong result"]
+
+
+def test_schema_rejects_incomplete_runs(doc):
+    with pytest.raises(ValueError, match="lacks"):
+        R.validate({k: v for k, v in doc.items() if k != "tiers"})
+    bad = json.loads(json.dumps(doc))
+    del bad["rows"][0]["measured_ms"]
+    with pytest.raises(ValueError, match="measured_ms"):
+        R.validate(bad)
+
+
+@pytest.mark.slow
+def test_show_prints_the_stored_table_without_root():
+    out = subprocess.run([sys.executable, str(BENCH), "--show", str(STORED)],
+                         capture_output=True, text=True, timeout=60,
+                         check=True).stdout
+    assert "winner measured / model" in out and "hierarchical" in out
+
+
+def _unavailable() -> str | None:
+    try:
+        from warmup_kit.cluster import why_unavailable
+    except ImportError as exc:
+        return f"no emulated cluster in this tree ({exc})"
+    return why_unavailable()
+
+
+@pytest.mark.multiproc
+@pytest.mark.timeout(600)
+@pytest.mark.skipif(_unavailable() is not None,
+                    reason=f"emulated cluster: {_unavailable()}")
+def test_live_small_run_is_correct_and_moves_the_schedules_bytes(tmp_path):
+    out = tmp_path / "run.json"
+    subprocess.run([sys.executable, str(BENCH), "--link", "1gbit",
+                    "--sizes", "64K,1M", "--reps", "1", "--json", str(out)],
+                   check=True, timeout=540, capture_output=True, text=True)
+    doc = R.load(out)
+    assert len(doc["rows"]) == 2 * (len(VARIANTS) + len(TP_PLACEMENTS))
+    for r in doc["rows"]:
+        assert r["correct"], r
+        assert r["bytes_match"], r
+    # bytes of rank 0 are those of its schedule (checked on every rank in
+    # the run; the stored figure is rank 0's)
+    hier = next(r for r in doc["rows"] if r["variant"] == "hierarchical"
+                and r["nbytes"] == MIB)
+    # V/2 reduce-scattered inside, V/4 + V/4 across, V/2 gathered inside
+    assert hier["bytes_sent_rank0"] == 3 * MIB // 2
+
+
+@pytest.mark.slow
+def test_lab02_emulated_shows_the_stored_run():
+    lab = ROOT / "labs" / "lab02.py"
+    out = subprocess.run([sys.executable, str(lab), "--emulated"],
+                         capture_output=True, text=True, timeout=60,
+                         check=True).stdout
+    doc = R.load(STORED)
+    assert doc["cluster"]["link"] in out
+    assert "ratio fast / slow" in out and "two-level leader" in out
