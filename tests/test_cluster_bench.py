@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from warmup_kit.cluster import why_unavailable
 from warmup_kit.measure import cluster_report as R
 from warmup_kit.model.emulated import (TP_PLACEMENTS, VARIANTS, TwoTier,
                                        predictions)
@@ -105,18 +106,12 @@ def test_show_prints_the_stored_table_without_root():
     assert "winner measured / model" in out and "hierarchical" in out
 
 
-def _unavailable() -> str | None:
-    try:
-        from warmup_kit.cluster import why_unavailable
-    except ImportError as exc:
-        return f"no emulated cluster in this tree ({exc})"
-    return why_unavailable()
 
 
 @pytest.mark.multiproc
 @pytest.mark.timeout(600)
-@pytest.mark.skipif(_unavailable() is not None,
-                    reason=f"emulated cluster: {_unavailable()}")
+@pytest.mark.skipif(why_unavailable() is not None,
+                    reason=f"emulated cluster: {why_unavailable()}")
 def test_live_small_run_is_correct_and_moves_the_schedules_bytes(tmp_path):
     out = tmp_path / "run.json"
     subprocess.run([sys.executable, str(BENCH), "--link", "1gbit",

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from warmup_kit.cluster import why_unavailable
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks" / "partition.py"
@@ -46,18 +47,12 @@ def test_named_across_rejects_a_rank_blamed_on_its_own_side():
     assert not bench.named_across(doc)
 
 
-def _unavailable() -> str | None:
-    try:
-        from warmup_kit.cluster import why_unavailable
-    except ImportError as exc:
-        return f"no emulated cluster in this tree ({exc})"
-    return why_unavailable()
 
 
 @pytest.mark.multiproc
 @pytest.mark.timeout(300)
-@pytest.mark.skipif(_unavailable() is not None,
-                    reason=f"emulated cluster: {_unavailable()}")
+@pytest.mark.skipif(why_unavailable() is not None,
+                    reason=f"emulated cluster: {why_unavailable()}")
 @pytest.mark.parametrize("algorithm", ["ring", "hierarchical"])
 def test_pulled_cable_is_named_by_every_rank(tmp_path, algorithm):
     out = tmp_path / "partition.json"

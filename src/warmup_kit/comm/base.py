@@ -277,6 +277,22 @@ def split_order(entries: Sequence[tuple[int, int, int]], rank: int
                                     if c == color)]
 
 
+def split_members(comm: "Comm", color: int, key: int, *, tag: int,
+                  deadline: float) -> list[int] | None:
+    """Every rank's (color, key) swapped with every other over ``comm``'s
+    own point-to-point (by ``deadline``), then :func:`split_order`: what a
+    transport's ``split`` needs before it builds the group's links."""
+    mine = np.array([color, key], np.int64)
+    every = np.empty((comm.size, 2), np.int64)
+    every[comm.rank] = mine
+    others = [p for p in range(comm.size) if p != comm.rank]
+    comm.exchange([(p, mine) for p in others],
+                  [(p, every[p]) for p in others], tag=tag,
+                  deadline=deadline)
+    return split_order([(int(c), int(k), r) for r, (c, k)
+                        in enumerate(every)], comm.rank)
+
+
 def check_tag(tag) -> int:
     if (not isinstance(tag, (int, np.integer)) or isinstance(tag, bool)
             or not 0 <= tag <= TAG_MAX):

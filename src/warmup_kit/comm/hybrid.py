@@ -23,7 +23,7 @@ from typing import Sequence
 
 import numpy as np
 
-from warmup_kit.comm.base import Comm, Request, split_order
+from warmup_kit.comm.base import Comm, Request, split_members
 from warmup_kit.comm.deadlines import deadline_after
 from warmup_kit.comm.shm import LIVENESS_S, SPINS, ShmComm
 from warmup_kit.comm.sockets import SocketComm
@@ -174,15 +174,9 @@ class HybridComm(Comm):
     # ----------------------------------------------------------- the group
     def split(self, color: int, key: int = 0) -> "HybridComm | None":
         """Collective over this group: both transports split alike."""
-        mine = np.array([color, key], np.int64)
-        every = np.empty((self.size, 2), np.int64)
-        every[self.rank] = mine
-        others = [p for p in range(self.size) if p != self.rank]
-        self.exchange([(p, mine) for p in others],
-                      [(p, every[p]) for p in others], tag=_SPLIT_TAG,
-                      deadline=deadline_after(self.inter.connect_timeout))
-        members = split_order([(int(c), int(k), r) for r, (c, k)
-                               in enumerate(every)], self.rank)
+        members = split_members(
+            self, color, key, tag=_SPLIT_TAG,
+            deadline=deadline_after(self.inter.connect_timeout))
         inter = self.inter.split(color, key)
         intra = self.intra.split(color, key) if self.intra else None
         if members is None:

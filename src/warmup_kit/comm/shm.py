@@ -35,7 +35,7 @@ from typing import Sequence
 
 import numpy as np
 
-from warmup_kit.comm.base import Comm, Request, TAG_MAX, split_order
+from warmup_kit.comm.base import Comm, Request, TAG_MAX, split_members
 from warmup_kit.comm.deadlines import deadline_after
 from warmup_kit.comm.blame import culprit, describe
 from warmup_kit.errors import CollectiveTimeout, PeerLost, ProtocolError
@@ -352,15 +352,8 @@ class ShmComm(Comm):
     # ----------------------------------------------------------- the group
     def split(self, color: int, key: int = 0) -> "ShmComm | None":
         deadline = deadline_after(60)
-        mine = np.array([color, key], np.int64)
-        every = np.empty((self.size, 2), np.int64)
-        every[self.rank] = mine
-        others = [p for p in range(self.size) if p != self.rank]
-        self.exchange([(p, mine) for p in others],
-                      [(p, every[p]) for p in others], tag=_SPLIT_TAG,
-                      deadline=deadline)
-        members = split_order([(int(c), int(k), r) for r, (c, k)
-                               in enumerate(every)], self.rank)
+        members = split_members(self, color, key, tag=_SPLIT_TAG,
+                                deadline=deadline)
         if members is None:
             return None
         leader, k = members[0], len(members)
