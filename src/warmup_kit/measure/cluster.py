@@ -80,11 +80,13 @@ def exchange_schedule(n: int, pair_list, rounds: int, reduce: bool
                     chunks=2 * rounds, rounds=rs)
 
 
-def time_calls(comm: Comm, fn, reps: int, timeout: float = TIMEOUT_S
-               ) -> float:
+def time_calls(comm: Comm, fn, reps: int, timeout: float = TIMEOUT_S,
+               warm_up: bool = True) -> float:
     """Median over ``reps`` of the slowest rank's time of ``fn()``, each rep
-    started together after a barrier (one warm-up call first)."""
-    fn()
+    started together after a barrier (one warm-up call first, unless
+    ``warm_up`` is False: the caller has just made one)."""
+    if warm_up:
+        fn()
     ts = np.empty(reps)
     for i in range(reps):
         comm.barrier(timeout=timeout)

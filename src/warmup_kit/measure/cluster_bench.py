@@ -18,19 +18,15 @@ time.
 """
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from warmup_kit.algorithms import build
 from warmup_kit.collectives import allreduce
 from warmup_kit.comm.base import Comm
+from warmup_kit.measure.cluster import TIMEOUT_S, time_calls
 from warmup_kit.model.emulated import (TP_PLACEMENTS, VARIANTS, TwoTier,
                                        tp_groups)
 from warmup_kit.schedule import traffic
-
-TIMEOUT_S = 120.0
-
 
 def inputs(rank: int, count: int) -> np.ndarray:
     """Rank ``rank``'s all-reduce input: small integers, exact in float64."""
@@ -63,21 +59,6 @@ def _checked(world: Comm, comm: Comm, members, algorithm: str,
     return ({"nbytes": nbytes, "correct": not flags[0],
              "bytes_match": not flags[1],
              "bytes_sent_rank0": int(sent) if world.rank == 0 else None}, x)
-
-
-def _timed(world: Comm, fn, reps: int) -> float:
-    """Median over ``reps`` of the slowest rank's time of ``fn()``, each
-    call after a barrier. (Timing a size's variants in turn instead, rep
-    after rep, made the in-node TP rows 2-4x slower than the same calls
-    back to back, which the model does not explain: see the book's note.)"""
-    ts = np.empty(reps)
-    for i in range(reps):
-        world.barrier(timeout=TIMEOUT_S)
-        t0 = time.perf_counter()
-        fn()
-        ts[i] = time.perf_counter() - t0
-    worst = allreduce(ts, world, op="max", timeout=TIMEOUT_S)
-    return float(np.median(worst))
 
 
 def run_experiments(world: Comm, tt_shape: TwoTier, sizes, reps: int = 5,
@@ -121,8 +102,12 @@ def run_experiments(world: Comm, tt_shape: TwoTier, sizes, reps: int = 5,
             points.append((dict(r, experiment="tp", variant=label,
                                 algorithm="ring"), sub, "ring", x))
         for row, c, a, x in points:
-            t = _timed(world, lambda: allreduce(x, c, algorithm=a,
-                                                timeout=TIMEOUT_S), reps)
+            # back to back after the checked call (timing a size's
+            # variants in turn, rep after rep, made the in-node TP rows 2-4x
+            # slower, which the model does not explain: see the book's note)
+            t = time_calls(world, lambda: allreduce(x, c, algorithm=a,
+                                                    timeout=TIMEOUT_S),
+                           reps, TIMEOUT_S, warm_up=False)
             rows.append(dict(row, measured_ms=t * 1e3))
     for sub, _ in subs.values():
         sub.close()
