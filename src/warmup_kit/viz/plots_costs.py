@@ -193,7 +193,7 @@ def nccl_choice_grid(system: str, node_counts: Sequence[int],
                  for v in sizes]
         z.append([combos.index((b.algorithm, b.protocol)) / (len(combos) - 1)
                   for b in picks])
-        text.append([f"{SHORT.get(b.algorithm, b.algorithm)}/{b.protocol}"
+        text.append([f"{SHORT.get(b.algorithm, b.algorithm)}\n{b.protocol}"
                      for b in picks])
     return Grid(z, text, [human(v) for v in sizes],
                 [f"{nodes} node{'s' * (nodes > 1)}" for nodes in node_counts])
@@ -220,7 +220,7 @@ def nccl_view(system: str, nodes: int,
                            f"{human(sizes[-1])}",
               xlabel="bytes per rank", ylabel="µs (model)", logx=True,
               logy=True),
-        Panel([nccl_choice_grid(system, node_counts, sizes[::3])],
+        Panel([nccl_choice_grid(system, node_counts, sizes[::6])],
               title="the model's pick, by nodes and size")],
         title=f"NCCL's all-reduce choice, modelled: {system}")
 

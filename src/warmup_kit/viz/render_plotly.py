@@ -41,9 +41,12 @@ def _plotly_trace(t: Trace, i: int, axis: int) -> dict | list[dict]:
                     textposition="bottom center", name=t.name,
                     showlegend=bool(t.name), marker=dict(color=col, size=8))
     return dict(base, type="heatmap", z=[list(r) for r in t.z],
-                text=[list(r) for r in t.text], texttemplate="%{text}",
+                text=[[c.replace("\n", "<br>") for c in r] for r in t.text],
+                texttemplate="%{text}",
                 zmin=t.zmin, zmax=t.zmax, colorscale=CELL_COLORS,
-                textfont=dict(color="#111111"),
+                # a fixed size: plotly shrinks auto-sized text to fit its
+                # cell, down to an unreadable dash
+                textfont=dict(color="#111111", size=11),
                 showscale=False, hoverinfo="text", name="")
 
 
