@@ -67,6 +67,7 @@ def test_rank_grid_labels_every_rank_with_its_group():
     fig = rank_grids(lay)
     tp_grid = fig.panels[0].traces[0]
     cells = [c for row in tp_grid.text for c in row]
-    assert cells[:5] == ["0:TP0", "1:TP0", "2:TP0", "3:TP0", "4:TP1"]
+    assert cells[:5] == ["r0\nTP0", "r1\nTP0", "r2\nTP0", "r3\nTP0",
+                         "r4\nTP1"]
     dp_grid = fig.panels[2].traces[0]
-    assert dp_grid.text[1][0] == "8:DP0"     # rank 8 = dp 1 of rank 0's group
+    assert dp_grid.text[1][0] == "r8\nDP0"   # rank 8 = dp 1 of rank 0's group

@@ -69,7 +69,7 @@ def rank_grid(layout: Layout, axis: str, gpus_per_node: int = 8) -> Panel:
     for n in range(nodes):
         ranks = range(n * gpus_per_node, (n + 1) * gpus_per_node)
         z.append([gid[r] / top if r < layout.world else 0.0 for r in ranks])
-        text.append([f"{r}:{AXIS_NAMES[axis]}{gid[r]}"
+        text.append([f"r{r}\n{AXIS_NAMES[axis]}{gid[r]}"
                      if r < layout.world else "" for r in ranks])
     first = groups[0]
     box = Points([r % gpus_per_node for r in first],

@@ -13,7 +13,28 @@ def _nan_to_none(v: Sequence[float]) -> list:
     return [None if x != x else x for x in v]
 
 
-def _plotly_trace(t: Trace, i: int, axis: int) -> dict | list[dict]:
+#: about the width of a widget's plotting area on the page (the figure
+#: less its margins and gaps), in CSS pixels
+PLOT_PX = 540
+
+
+def _cell_font(g: Grid, panels: int) -> dict:
+    """The cells' text size: 11 px where the longest line fits its cell,
+    else Plotly's own size, which shrinks text to fit (a fixed size would
+    spill over the neighbours; an auto-sized short label in a wide cell
+    would shrink for no reason, to a dash when the label is long)."""
+    cols = max(1, len(g.xlabels))
+    chars = max((len(line) for row in g.text for c in row
+                 for line in c.split("\n")), default=1)
+    size = PLOT_PX / panels / cols / (0.7 * max(chars, 1))
+    font = dict(color="#111111")
+    if size >= 7:
+        font["size"] = min(11, int(size))
+    return font
+
+
+def _plotly_trace(t: Trace, i: int, axis: int, panels: int = 1
+                  ) -> dict | list[dict]:
     """One spec trace as Plotly trace dict(s); always as many per kind."""
     xa, ya = ("x", "y") if axis == 1 else (f"x{axis}", f"y{axis}")
     col = cell_color(getattr(t, "color", None), i)
@@ -44,9 +65,7 @@ def _plotly_trace(t: Trace, i: int, axis: int) -> dict | list[dict]:
                 text=[[c.replace("\n", "<br>") for c in r] for r in t.text],
                 texttemplate="%{text}",
                 zmin=t.zmin, zmax=t.zmax, colorscale=CELL_COLORS,
-                # a fixed size: plotly shrinks auto-sized text to fit its
-                # cell, down to an unreadable dash
-                textfont=dict(color="#111111", size=11),
+                textfont=_cell_font(t, panels),
                 showscale=False, hoverinfo="text", name="")
 
 
@@ -101,6 +120,9 @@ def plotly_layout(spec: Figure, ranges: list) -> dict:
                       ticktext=list(grid.xlabels), showgrid=False)
             ya.update(range=[nr - 0.5, -0.5], tickvals=list(range(nr)),
                       ticktext=list(grid.ylabels), showgrid=False)
+            if p == 0:    # the legend sits over the first panel: it would
+                layout["legend"].update(       # hide cells; under the plot
+                    orientation="h", x=0, y=-0.12, yanchor="top")
         else:
             xa["range"], ya["range"] = ranges[p]
             if panel.ylim:
@@ -120,7 +142,7 @@ def figure_data(spec: Figure) -> list[dict]:
     out: list[dict] = []
     for p, panel in enumerate(spec.panels):
         for i, t in enumerate(panel.traces):
-            tr = _plotly_trace(t, i, p + 1)
+            tr = _plotly_trace(t, i, p + 1, len(spec.panels))
             out += tr if isinstance(tr, list) else [tr]
     return out
 
