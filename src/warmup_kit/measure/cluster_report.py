@@ -23,7 +23,7 @@ import platform
 import time
 from pathlib import Path
 
-from warmup_kit.machine import cores
+from warmup_kit.machine import cores, cpu_name
 from warmup_kit.model.emulated import TwoTier, predictions, winners
 from warmup_kit.units import human_bytes
 
@@ -36,20 +36,9 @@ ROW_KEYS = ("experiment", "variant", "algorithm", "nbytes", "measured_ms",
             "model_ms", "error_pct", "correct", "bytes_match")
 
 
-def cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo``), or the platform's."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def machine_facts() -> dict:
     """What a reader needs to judge the run: CPU, cores, load, date."""
-    return {"cpu": cpu_model(), "cores": cores(),
+    return {"cpu": cpu_name(), "cores": cores(),
             "loadavg": [round(x, 2) for x in os.getloadavg()],
             "kernel": platform.release(),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
