@@ -13,14 +13,14 @@ across), then
 
 1. calibrates the fast tier (:mod:`warmup_kit.measure.cluster`) and, with
    ``--link auto``, sets the link to fast / ``--ratio`` (a real cluster's
-   NVLink : NIC is 9-12x per direction), re-aiming once at the ratio
-   measured;
-2. calibrates both tiers and gamma on every rank at once, before and
-   after step 3 (the fit takes the mean of the two);
-3. runs flat ring, hierarchical and two-level leader all-reduce over all
-   ranks, and the TP all-reduce inside a node vs split across two, through
-   ``warmup_kit.allreduce`` (each checked against numpy and against the
-   schedule's bytes), and prints each beside the model
+   NVLink : NIC is 9-12x per direction);
+2. calibrates both tiers, gamma and a fresh output's first-touch cost on
+   every rank at once, before step 3 and after each of its ``--rounds``
+   runs (the fit takes each calibration point's median);
+3. runs, ``--rounds`` times, flat ring, hierarchical and two-level leader
+   all-reduce over all ranks, and the TP all-reduce inside a node vs
+   split across two, through ``warmup_kit.allreduce`` (each checked against numpy and against the
+   schedule's bytes), and prints each point's median beside the model
    (:mod:`warmup_kit.model.emulated`).
 
 ``--check`` exits 1 unless every result is right and, for messages of 1 MiB
@@ -35,8 +35,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
+from warmup_kit.machine import cores, cpu_jiffies, steal_share
 from warmup_kit.measure.cluster import PATTERNS, calibrate, fit_tiers
-from warmup_kit.machine import cores
 from warmup_kit.measure import cluster_report as R
 from warmup_kit.model.emulated import Tier, TwoTier
 from warmup_kit.units import parse_size
@@ -111,6 +113,7 @@ def measure(args) -> dict:
     from warmup_kit.cluster import Cluster
     start = "1gbit" if args.link == "auto" else args.link
     load0 = R.machine_facts()["loadavg"]
+    ticks0 = cpu_jiffies()
     with Cluster(nodes=args.nodes, ranks_per_node=args.ranks_per_node,
                  link=start) as cl:
         chosen = f"fixed ({args.link})"
@@ -122,18 +125,32 @@ def measure(args) -> dict:
             cl.set_rate(rate)
             chosen = (f"auto: fast tier {fast / 1e9:.2f} GB/s / "
                       f"{args.ratio:g}, over TCP's payload share of a frame")
-        # calibrate before and after the experiments and fit the mean of
-        # the two: a load that changes meanwhile weighs on both sides
-        before = job(cl, args, "calibrate", patterns=",".join(PATTERNS))
-        measured = job(cl, args, "experiments")
-        after = job(cl, args, "calibrate", patterns=",".join(PATTERNS))
-        cal = [dict(a, time_s=(a["time_s"] + b["time_s"]) / 2)
-               for a, b in zip(before, after)]
+        # calibrate before, between and after ``--rounds`` runs of the
+        # experiments and take each point's median over them: on shared,
+        # stolen cores the fast tier drifts by tens of percent within
+        # minutes, and interleaving gives calibration and experiments the
+        # same conditions
+        pats = ",".join(PATTERNS)
+        cals = [job(cl, args, "calibrate", patterns=pats)]
+        runs = []
+        for _ in range(args.rounds):
+            runs.append(job(cl, args, "experiments"))
+            cals.append(job(cl, args, "calibrate", patterns=pats))
+        cal = [dict(rs[0], time_s=float(np.median([r["time_s"]
+                                                   for r in rs])))
+               for rs in zip(*cals)]
+        measured = [dict(rs[0], measured_ms=float(np.median(
+                        [r["measured_ms"] for r in rs])),
+                         correct=all(r["correct"] for r in rs),
+                         bytes_match=all(r["bytes_match"] for r in rs),
+                         spread_ms=[round(r["measured_ms"], 4) for r in rs])
+                    for rs in zip(*runs)]
         tt, rep = fit_tiers(cal, args.nodes, args.ranks_per_node,
                             burst(cl.link), cores())
         link = cl.link
     facts = R.machine_facts()
     facts["loadavg_before"] = load0
+    facts["steal_share"] = steal_share(ticks0, cpu_jiffies())
     return {"machine": facts,
             "cluster": {"nodes": args.nodes,
                         "ranks_per_node": args.ranks_per_node,
@@ -144,11 +161,12 @@ def measure(args) -> dict:
                                        "across nodes": "sockets (TCP)",
                                        "launcher": f"warmup_kit.run "
                                                    f"({args.transport})"},
-                        "reps": args.reps,
+                        "reps": args.reps, "rounds": args.rounds,
                         "command": "(as root) .venv/bin/python benchmarks/"
                                    "cluster.py --check --json "
                                    "book/data/cluster.json"},
             "tiers": {"model": tt.as_dict(), "ratio": tt.ratio,
+                      "touch": [r for r in cal if r["pattern"] == "touch"],
                       "fit_rms_rel_error": rep["rms_rel_error"],
                       "fit_max_rel_error": rep["max_rel_error"],
                       "calibration": rep["rows"]},
@@ -187,7 +205,12 @@ def main(argv=None) -> int:
     p.add_argument("--ratio", type=float, default=10.0,
                    help="tier ratio aimed at with --link auto (default 10)")
     p.add_argument("--sizes", default=DEFAULT_SIZES)
-    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--reps", type=int, default=5,
+                   help="timed calls per point at least (more for a fast "
+                        "point; default 5)")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="runs of the experiments, each followed by a "
+                        "calibration; each point is the median (default 3)")
     p.add_argument("--transport", default="hybrid",
                    choices=("hybrid", "sockets"))
     p.add_argument("--timeout", type=float, default=600.0)

@@ -115,7 +115,8 @@ def test_show_prints_the_stored_table_without_root():
 def test_live_small_run_is_correct_and_moves_the_schedules_bytes(tmp_path):
     out = tmp_path / "run.json"
     subprocess.run([sys.executable, str(BENCH), "--link", "1gbit",
-                    "--sizes", "64K,1M", "--reps", "1", "--json", str(out)],
+                    "--sizes", "64K,1M", "--reps", "1", "--rounds", "2",
+                    "--json", str(out)],
                    check=True, timeout=540, capture_output=True, text=True)
     doc = R.load(out)
     assert len(doc["rows"]) == 2 * (len(VARIANTS) + len(TP_PLACEMENTS))
@@ -128,6 +129,17 @@ def test_live_small_run_is_correct_and_moves_the_schedules_bytes(tmp_path):
                 and r["nbytes"] == MIB)
     # V/2 reduce-scattered inside, V/4 + V/4 across, V/2 gathered inside
     assert hier["bytes_sent_rank0"] == 3 * MIB // 2
+    # each point is the median of the two rounds it lists
+    for r in doc["rows"]:
+        assert len(r["spread_ms"]) == 2
+        assert min(r["spread_ms"]) <= r["measured_ms"] <= max(r["spread_ms"])
+    # a fresh output was timed against a reused one, on every rank at once
+    fresh = {t["reduce"]: t["time_s"] for t in doc["tiers"]["touch"]}
+    assert set(fresh) == {False, True} and min(fresh.values()) > 0
+    assert doc["tiers"]["model"]["touch_s_per_byte"] == pytest.approx(
+        max(0.0, (fresh[True] - fresh[False]) /
+            doc["tiers"]["touch"][0]["nbytes"]))
+    assert 0 <= doc["machine"]["steal_share"] < 1
 
 
 @pytest.mark.slow
@@ -139,3 +151,44 @@ def test_lab02_emulated_shows_the_stored_run():
     doc = R.load(STORED)
     assert doc["cluster"]["link"] in out
     assert "ratio fast / slow" in out and "two-level leader" in out
+
+
+# ----------------------------------------------- how a point is timed
+def _count_calls(comm, first_s, reps, min_s):
+    import time as _t
+    from warmup_kit.measure.cluster import time_calls
+    calls = []
+
+    def fn():
+        # rank 1 is the slow one: every rank must follow its first time
+        if not calls and comm.rank == 1:
+            _t.sleep(first_s)
+        calls.append(1)
+    time_calls(comm, fn, reps, warm_up=False, min_s=min_s, max_reps=9)
+    return len(calls)
+
+
+@pytest.mark.multiproc
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("first_s,min_s,want", [
+    (0.05, 0.0, 3),     # no minimum: the reps asked for
+    (0.05, 0.2, 4),     # the slowest rank's first call decides: 0.2/0.05
+    (0.001, 1.0, 9),    # a fast point: as many as allowed
+    (0.5, 0.2, 3),      # a slow point: never fewer than asked for
+])
+def test_time_calls_fills_min_s_from_the_slowest_first_call(first_s, min_s,
+                                                            want):
+    import warmup_kit as wk
+    got = wk.launch(_count_calls, 2, args=(first_s, 3, min_s),
+                    transport="sockets", timeout=40)
+    assert got == [want, want]
+
+
+def test_steal_share_from_proc_stat_ticks():
+    from warmup_kit.machine import cpu_jiffies, steal_share
+    assert steal_share((10, 1000), (40, 1100)) == pytest.approx(0.3)
+    assert steal_share(None, (1, 2)) is None
+    assert steal_share((5, 100), (5, 100)) is None
+    now = cpu_jiffies()
+    if now is not None:             # Linux
+        assert 0 <= now[0] <= now[1]

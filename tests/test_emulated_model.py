@@ -9,7 +9,8 @@ import pytest
 from warmup_kit.measure.cluster import (exchange_schedule, features,
                                         fit_tiers, pairs)
 from warmup_kit.model import costs
-from warmup_kit.model.emulated import (TP_PLACEMENTS, VARIANTS, Tier,
+from warmup_kit.model.emulated import (FRESH_MIN_BYTES, TP_PLACEMENTS,
+                                       VARIANTS, Tier,
                                        TwoTier, predict, predict_tp,
                                        predictions, tp_groups, winners)
 
@@ -109,22 +110,28 @@ def test_exchange_patterns():
     assert all(len(r) == 4 for r in s.rounds)
 
 
-@pytest.mark.parametrize("burst", [0.0, 64 << 10])
-def test_fit_recovers_known_tiers(burst):
-    truth = TwoTier(2, 2, Tier(20e-6, 1.5e9), Tier(90e-6, 150e6), 0.4e-9,
-                    60e-6, burst)
+def exact_rows(truth: TwoTier, sizes) -> list[dict]:
+    """Calibration rows of both patterns timed exactly as ``truth`` says."""
     p = [truth.call_s, truth.intra.alpha_s, truth.inter.alpha_s,
          1 / truth.intra.bw_bytes_per_s, 1 / truth.inter.bw_bytes_per_s,
          truth.gamma_s_per_byte]
     rows = []
     for pattern in ("intra", "inter"):
-        for m in (16 << 10, 256 << 10, 2 * MIB, 8 * MIB):
+        for m in sizes:
             for r in (1, 3):
                 for red in (False, True) if pattern == "intra" else (False,):
                     row = {"pattern": pattern, "nbytes": m, "rounds": r,
                            "reduce": red}
                     row["time_s"] = float(features(row, 2, truth) @ p)
                     rows.append(row)
+    return rows
+
+
+@pytest.mark.parametrize("burst", [0.0, 64 << 10])
+def test_fit_recovers_known_tiers(burst):
+    truth = TwoTier(2, 2, Tier(20e-6, 1.5e9), Tier(90e-6, 150e6), 0.4e-9,
+                    60e-6, burst)
+    rows = exact_rows(truth, (16 << 10, 256 << 10, 2 * MIB, 8 * MIB))
     rows.append({"pattern": "barrier", "nbytes": 0, "rounds": 0,
                  "reduce": False, "time_s": 0.0})
     tt, rep = fit_tiers(rows, 2, 2, burst)
@@ -218,3 +225,40 @@ def test_rounds_with_fewer_busy_ranks_than_cores_pay_less_latency():
         pytest.approx(2 * 150e-6)
     assert dataclasses.replace(tt, cores=4) == TwoTier.from_dict(
         dataclasses.replace(tt, cores=4).as_dict())
+
+
+# ------------------------------------------- the public call's new output
+def test_a_fresh_output_costs_only_from_the_mmap_threshold_up():
+    base = two_tier(gamma=0.3e-9, call=5e-6)
+    d = base.as_dict()
+    d["touch_s_per_byte"] = 0.25e-9
+    tt = TwoTier.from_dict(d)
+    assert TwoTier.from_dict(tt.as_dict()) == tt
+    small, big = FRESH_MIN_BYTES - 8, FRESH_MIN_BYTES
+    for alg in VARIANTS.values():
+        assert predict(tt, alg, small) == predict(base, alg, small)
+        assert predict(tt, alg, big) == pytest.approx(
+            predict(base, alg, big) + 0.25e-9 * big, rel=1e-12)
+    for spread in (False, True):
+        assert predict_tp(tt, big, spread=spread) - predict_tp(
+            base, big, spread=spread) == pytest.approx(0.25e-9 * big)
+    with pytest.raises(ValueError, match="touch_s_per_byte"):
+        TwoTier(2, 2, Tier(0, 1), Tier(0, 1), touch_s_per_byte=-1.0)
+
+
+def test_touch_cost_and_the_fit_carry_it():
+    from warmup_kit.measure.cluster import touch_cost
+    rows = [{"pattern": "touch", "nbytes": 100, "rounds": 0,
+             "reduce": False, "time_s": 1.0e-6},
+            {"pattern": "touch", "nbytes": 100, "rounds": 0,
+             "reduce": True, "time_s": 3.0e-6}]
+    assert touch_cost(rows) == pytest.approx(2e-8)
+    # a fresh output measured faster than a reused one is noise, not a gain
+    assert touch_cost([dict(rows[0], time_s=4e-6), rows[1]]) == 0.0
+    assert touch_cost(rows[:1]) == 0.0
+    truth = two_tier(gamma=0.4e-9, call=60e-6)
+    cal = exact_rows(truth, (16 << 10, 2 * MIB))
+    tt, _ = fit_tiers(cal + rows, 2, 2)
+    assert tt.touch_s_per_byte == pytest.approx(2e-8)
+    assert tt.intra.bw_bytes_per_s == pytest.approx(
+        truth.intra.bw_bytes_per_s, rel=1e-6)

@@ -25,6 +25,29 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
+def cpu_jiffies() -> tuple[int, int] | None:
+    """(stolen, total) CPU time since boot in clock ticks, all CPUs
+    (``/proc/stat``; a VM's hypervisor counts "steal" while it runs another
+    guest on this guest's cores), or None where there is no such file."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "cpu" or len(fields) < 9:
+        return None
+    ticks = [int(x) for x in fields[1:9]]   # user .. steal
+    return ticks[7], sum(ticks)
+
+
+def steal_share(before: tuple[int, int] | None,
+                after: tuple[int, int] | None) -> float | None:
+    """Fraction of CPU time stolen between two :func:`cpu_jiffies`."""
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return (after[0] - before[0]) / (after[1] - before[1])
+
+
 def load_average() -> float | None:
     """The 1-minute load average, or None where the OS has none."""
     try:

@@ -24,6 +24,15 @@ per round, each tier's latency; per byte through a port, each tier's time
 byte reduced, ``gamma`` (the reduce rows differ from the copy rows only by
 the ``np.add`` of what arrives). :func:`fit_tiers` returns them as a
 :class:`~warmup_kit.model.emulated.TwoTier`.
+
+A seventh number is measured on its own (``touch`` rows): what a public
+call pays to fault in a new output array too large for the heap to reuse
+(:data:`~warmup_kit.model.emulated.FRESH_MIN_BYTES` and up), every rank at
+once writing an ``np.add`` into a new array against into a reused one.
+
+Each point is the median of at least ``reps`` calls and of as many more as
+fill :data:`MIN_POINT_S` (up to :data:`MAX_REPS`): on shared cores a fast
+point's five calls are too few for a steady median.
 """
 from __future__ import annotations
 
@@ -35,7 +44,8 @@ from warmup_kit.collectives import allreduce
 from warmup_kit.comm.base import Comm
 from warmup_kit.execute import run_schedule
 from warmup_kit.measure.fit import nnls_rel
-from warmup_kit.model.emulated import Tier, TwoTier, time_schedule
+from warmup_kit.model.emulated import (FRESH_MIN_BYTES, Tier, TwoTier,
+                                       time_schedule)
 from warmup_kit.schedule import Schedule, Transfer
 
 PATTERNS = ("intra", "inter")
@@ -44,6 +54,12 @@ SIZES = (16 << 10, 256 << 10, 2 << 20, 8 << 20, 32 << 20)
 ROUNDS = (1, 3)
 #: per-call deadline of a calibration step, seconds
 TIMEOUT_S = 120.0
+#: a point's calls: at least ``reps``, more until they last this long ...
+MIN_POINT_S = 0.5
+#: ... but no more than this many
+MAX_REPS = 41
+#: the touch rows' output: fresh from the kernel on every call
+TOUCH_BYTES = FRESH_MIN_BYTES + (16 << 20)
 
 
 def pairs(pattern: str, nodes: int, ranks_per_node: int
@@ -81,20 +97,57 @@ def exchange_schedule(n: int, pair_list, rounds: int, reduce: bool
 
 
 def time_calls(comm: Comm, fn, reps: int, timeout: float = TIMEOUT_S,
-               warm_up: bool = True) -> float:
-    """Median over ``reps`` of the slowest rank's time of ``fn()``, each rep
-    started together after a barrier (one warm-up call first, unless
-    ``warm_up`` is False: the caller has just made one)."""
+               warm_up: bool = True, min_s: float = 0.0,
+               max_reps: int = MAX_REPS) -> float:
+    """Median over the reps of the slowest rank's time of ``fn()``, each
+    rep started together after a barrier (one warm-up call first, unless
+    ``warm_up`` is False: the caller has just made one).
+
+    ``reps`` calls at least; with ``min_s``, as many more as the first
+    call's time says fill ``min_s`` seconds, up to ``max_reps`` (every rank
+    takes the slowest rank's first time, so all make the same calls)."""
     if warm_up:
         fn()
-    ts = np.empty(reps)
-    for i in range(reps):
+    ts: list[float] = []
+    n = reps
+    while len(ts) < n:
         comm.barrier(timeout=timeout)
         t0 = time.perf_counter()
         fn()
-        ts[i] = time.perf_counter() - t0
-    worst = allreduce(ts, comm, op="max", timeout=timeout)
+        ts.append(time.perf_counter() - t0)
+        if len(ts) == 1 and min_s > 0:
+            first = float(allreduce(np.array(ts), comm, op="max",
+                                    timeout=timeout)[0])
+            n = max(reps, min(max_reps, int(np.ceil(min_s / max(first,
+                                                                1e-9)))))
+    worst = allreduce(np.array(ts), comm, op="max", timeout=timeout)
     return float(np.median(worst))
+
+
+def touch_rows(comm: Comm, reps: int, nbytes: int = TOUCH_BYTES
+               ) -> list[dict]:
+    """The ``touch`` rows: ``np.add`` of two arrays of ``nbytes`` into a new
+    array (``fresh``) and into one kept (``reused``), every rank at once."""
+    a = np.ones(nbytes // 8)
+    b = np.ones(nbytes // 8)
+    kept = np.empty_like(a)
+    rows = []
+    for fresh in (False, True):
+        fn = (lambda: np.add(a, b)) if fresh else \
+            (lambda: np.add(a, b, out=kept))
+        rows.append({"pattern": "touch", "nbytes": nbytes, "rounds": 0,
+                     "reduce": fresh,
+                     "time_s": time_calls(comm, fn, reps, min_s=MIN_POINT_S)})
+    return rows
+
+
+def touch_cost(rows: list[dict]) -> float:
+    """Seconds per byte a fresh output adds (0 if the rows show none)."""
+    t = {r["reduce"]: r for r in rows if r["pattern"] == "touch"}
+    if set(t) != {False, True}:
+        return 0.0
+    return max(0.0, (t[True]["time_s"] - t[False]["time_s"])
+               / t[True]["nbytes"])
 
 
 def calibrate(comm: Comm, nodes: int, ranks_per_node: int, *,
@@ -104,7 +157,8 @@ def calibrate(comm: Comm, nodes: int, ranks_per_node: int, *,
 
     Returns:
         rows ``{"pattern", "nbytes" (per message), "rounds", "reduce",
-        "time_s"}``, identical on every rank.
+        "time_s"}``, identical on every rank (a ``touch`` row's ``reduce``
+        says whether its output was fresh).
     """
     if comm.size != nodes * ranks_per_node:
         raise ValueError(f"{comm.size} ranks is not {nodes} nodes x "
@@ -113,6 +167,7 @@ def calibrate(comm: Comm, nodes: int, ranks_per_node: int, *,
              "reduce": False,
              "time_s": time_calls(comm, lambda: comm.barrier(
                  timeout=TIMEOUT_S), max(reps, 9))}]
+    rows += touch_rows(comm, reps)
     for pattern in patterns:
         pl = pairs(pattern, nodes, ranks_per_node)
         for nbytes in sizes:
@@ -124,7 +179,7 @@ def calibrate(comm: Comm, nodes: int, ranks_per_node: int, *,
                     buf = np.ones(2 * r * nbytes // 8)
                     t = time_calls(comm, lambda: run_schedule(
                         s, buf, comm, deadline=time.monotonic() + TIMEOUT_S),
-                        reps)
+                        reps, min_s=MIN_POINT_S)
                     rows.append({"pattern": pattern, "nbytes": nbytes,
                                  "rounds": r, "reduce": red, "time_s": t})
     return rows
@@ -167,13 +222,15 @@ def fit_tiers(rows: list[dict], nodes: int, ranks_per_node: int,
               ) -> tuple[TwoTier, dict]:
     """The :class:`TwoTier` that explains ``rows`` best (relative least
     squares), and the fit's report (``rms_rel_error``, ``max_rel_error``,
-    per-row errors). ``burst_bytes``: the link's token bucket depth;
+    per-row errors); ``touch`` rows give ``touch_s_per_byte``
+    (:func:`touch_cost`). ``burst_bytes``: the link's token bucket depth;
     ``cores``: the cores the ranks share (every calibration round has all
     ranks busy, so it does not change the fit); the
     ``barrier`` row (if any) gives the gap between calls. The bucket makes
     the cost nonlinear in the link's bandwidth: fitted to a fixed point."""
     gaps = [r["time_s"] for r in rows if r["pattern"] == "barrier"]
-    rows = [r for r in rows if r["pattern"] != "barrier"]
+    touch = touch_cost(rows)
+    rows = [r for r in rows if r["pattern"] in PATTERNS]
     pats = {r["pattern"] for r in rows}
     if pats != set(PATTERNS):
         raise ValueError(f"need rows of both patterns {PATTERNS}, got "
@@ -191,7 +248,8 @@ def fit_tiers(rows: list[dict], nodes: int, ranks_per_node: int,
             raise ValueError("the fit found no per-byte cost for a tier: "
                              "calibrate with larger messages")
         new = TwoTier(nodes, ranks_per_node, Tier(a1, 1 / b1),
-                      Tier(a2, 1 / b2), gamma, call, burst_bytes, gap, cores)
+                      Tier(a2, 1 / b2), gamma, call, burst_bytes, gap, cores,
+                      touch)
         tt = new
         if last is not None and np.allclose(p, last, rtol=1e-10, atol=0):
             break

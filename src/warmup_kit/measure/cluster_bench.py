@@ -13,8 +13,10 @@ nothing else):
 Each variant's first call is checked against numpy (exactly: the inputs are
 small integers, so every summation order gives the same floats) and its
 payload bytes against the schedule's (:func:`warmup_kit.schedule.traffic`);
-then the median over ``reps`` calls, back to back, of the slowest rank's
-time.
+then the median, over calls back to back, of the slowest rank's time
+(at least ``reps`` calls, more for a fast point: :func:`~warmup_kit.
+measure.cluster.time_calls` with :data:`~warmup_kit.measure.cluster.
+MIN_POINT_S`).
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ import numpy as np
 from warmup_kit.algorithms import build
 from warmup_kit.collectives import allreduce
 from warmup_kit.comm.base import Comm
-from warmup_kit.measure.cluster import TIMEOUT_S, time_calls
+from warmup_kit.measure.cluster import MIN_POINT_S, TIMEOUT_S, time_calls
 from warmup_kit.model.emulated import (TP_PLACEMENTS, VARIANTS, TwoTier,
                                        tp_groups)
 from warmup_kit.schedule import traffic
@@ -70,7 +72,7 @@ def run_experiments(world: Comm, tt_shape: TwoTier, sizes, reps: int = 5,
         tt_shape: gives ``nodes`` and ``ranks_per_node`` (its tiers are not
             used here).
         sizes: all-reduce buffer sizes per rank, bytes (multiples of 8).
-        reps: timed calls per point (after the checked one).
+        reps: timed calls per point at least (after the checked one).
 
     Returns:
         rows ``{"experiment", "variant", "algorithm", "nbytes",
@@ -107,7 +109,8 @@ def run_experiments(world: Comm, tt_shape: TwoTier, sizes, reps: int = 5,
             # slower, which the model does not explain: see the book's note)
             t = time_calls(world, lambda: allreduce(x, c, algorithm=a,
                                                     timeout=TIMEOUT_S),
-                           reps, TIMEOUT_S, warm_up=False)
+                           reps, TIMEOUT_S, warm_up=False,
+                           min_s=MIN_POINT_S)
             rows.append(dict(row, measured_ms=t * 1e3))
     for sub, _ in subs.values():
         sub.close()

@@ -27,6 +27,17 @@ the ``gap_s`` between two calls of a benchmark loop), up to
 (the steady state a median of repeated calls measures). A real NIC has no
 such bucket; with ``burst_bytes=0`` the cost is :func:`simulate`'s, which
 the tests check.
+
+One cost of the public call is not the schedule's: ``allreduce(x, comm)``
+returns a new array, and a new array of :data:`FRESH_MIN_BYTES` or more
+is always fresh memory from the kernel (glibc serves any allocation of
+its largest dynamic mmap threshold, 32 MiB on 64-bit Linux, or more with
+a new ``mmap``, and ``free`` unmaps it), so every call faults in all of
+its output and the kernel zeroes each page before the call writes it. :attr:`TwoTier.touch_s_per_byte` (calibrated: a fresh output against a
+reused one) prices that, once per call, for outputs of that size and up;
+``out=`` avoids it. Smaller outputs usually come back from the heap's free
+lists warm (not always: the book's note says where that shows).
+
 With equal tiers the predictions reduce to the closed forms of
 :mod:`warmup_kit.model.costs` (``tests/test_emulated_model.py``).
 
@@ -51,6 +62,10 @@ VARIANTS: dict[str, str] = {
     "hierarchical": "hierarchical",
     "two-level leader": "leader",
 }
+
+#: outputs of this many bytes or more come from a fresh mmap on every call
+#: (glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit: 4 MiB * sizeof(long))
+FRESH_MIN_BYTES = 32 << 20
 
 #: the TP experiment's two placements of each 2-rank TP group
 TP_PLACEMENTS = ("inside one node", "split across two")
@@ -96,6 +111,9 @@ class TwoTier:
             which only ``k`` ranks take part pays ``max(1, k / cores) /
             max(1, ranks / cores)`` of it (the cores-shared rule of
             :mod:`warmup_kit.measure.fit_host`).
+        touch_s_per_byte: first-touch cost of a fresh output (page fault and
+            zeroing), per byte, with every rank busy at once; a call whose
+            output is :data:`FRESH_MIN_BYTES` or more pays it on all of it.
     """
 
     nodes: int
@@ -107,14 +125,15 @@ class TwoTier:
     burst_bytes: float = 0.0
     gap_s: float = 0.0
     cores: int = 0
+    touch_s_per_byte: float = 0.0
 
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.ranks_per_node < 1:
             raise ValueError("need nodes >= 1 and ranks_per_node >= 1")
         if min(self.gamma_s_per_byte, self.call_s, self.burst_bytes,
-               self.gap_s) < 0:
-            raise ValueError("gamma_s_per_byte, call_s, burst_bytes and "
-                             "gap_s must be >= 0")
+               self.gap_s, self.touch_s_per_byte) < 0:
+            raise ValueError("gamma_s_per_byte, call_s, burst_bytes, gap_s "
+                             "and touch_s_per_byte must be >= 0")
 
     def start_tokens(self) -> float:
         """Tokens an uplink that was busy to the end of the last call holds
@@ -155,7 +174,15 @@ class TwoTier:
         return cls(d["nodes"], d["ranks_per_node"], Tier(**d["intra"]),
                    Tier(**d["inter"]), d.get("gamma_s_per_byte", 0.0),
                    d.get("call_s", 0.0), d.get("burst_bytes", 0.0),
-                   d.get("gap_s", 0.0), d.get("cores", 0))
+                   d.get("gap_s", 0.0), d.get("cores", 0),
+                   d.get("touch_s_per_byte", 0.0))
+
+    def output_s(self, nbytes: int) -> float:
+        """First-touch seconds of the new output array of a public call
+        of ``nbytes`` per rank (0 below
+        :data:`FRESH_MIN_BYTES`)."""
+        return self.touch_s_per_byte * nbytes if nbytes >= FRESH_MIN_BYTES \
+            else 0.0
 
 
 def round_times(tt: TwoTier, s: Schedule, nbytes: int, *,
@@ -232,10 +259,12 @@ def predict(tt: TwoTier, algorithm: str, nbytes: int, *,
             itemsize: int = 8) -> float:
     """Seconds of one all-reduce of ``nbytes`` per rank over all ranks with
     a registered ``algorithm`` (``"ring"``, ``"hierarchical"``,
-    ``"leader"``, ...), as :func:`warmup_kit.allreduce` runs it."""
+    ``"leader"``, ...), as :func:`warmup_kit.allreduce` runs it (a new
+    output array: :meth:`TwoTier.output_s`)."""
     s = build("allreduce", algorithm, tt.ranks,
               ranks_per_node=tt.ranks_per_node)
-    return time_schedule(tt, s, nbytes, itemsize=itemsize)
+    return time_schedule(tt, s, nbytes, itemsize=itemsize) + \
+        tt.output_s(nbytes)
 
 
 def tp_groups(tt: TwoTier, spread: bool) -> list[tuple[int, ...]]:
@@ -267,9 +296,10 @@ def tp_schedule(tt: TwoTier, spread: bool) -> Schedule:
 def predict_tp(tt: TwoTier, nbytes: int, *, spread: bool,
                itemsize: int = 8) -> float:
     """Seconds of the TP all-reduce (ring in each group, all groups at once)
-    with groups inside a node or split across nodes."""
+    with groups inside a node or split across nodes (a new output array
+    each call, as :func:`predict`)."""
     return time_schedule(tt, tp_schedule(tt, spread), nbytes,
-                         itemsize=itemsize)
+                         itemsize=itemsize) + tt.output_s(nbytes)
 
 
 def predictions(tt: TwoTier, sizes, *, itemsize: int = 8) -> list[dict]:

@@ -20,6 +20,8 @@ def label(doc: dict) -> str:
     if "loadavg_before" in m:
         load = (f"load {m['loadavg_before'][0]:.2f} before, "
                 f"{m['loadavg'][0]:.2f} after")
+    if m.get("steal_share") is not None:
+        load += f", {m['steal_share']:.0%} of CPU time stolen by the host"
     return (f"{c['nodes']} nodes x {c['ranks_per_node']} ranks, link "
             f"{c['link']} (tbf), tier ratio {doc['tiers']['ratio']:.1f}x; "
             f"{m['cpu']}, {m['cores']} cores, {load}, {m['date']}")
