@@ -19,9 +19,9 @@ across), then
    runs (the fit takes each calibration point's median);
 3. runs, ``--rounds`` times, flat ring, hierarchical and two-level leader
    all-reduce over all ranks, and the TP all-reduce inside a node vs
-   split across two, through ``warmup_kit.allreduce`` (each checked against numpy and against the
-   schedule's bytes), and prints each point's median beside the model
-   (:mod:`warmup_kit.model.emulated`).
+   split across two, through ``warmup_kit.allreduce`` (each checked
+   against numpy and against the schedule's bytes), and prints each
+   point's median beside the model (:mod:`warmup_kit.model.emulated`).
 
 ``--check`` exits 1 unless every result is right and, for messages of 1 MiB
 and up, within 25% of the model, with the same winner at every size.

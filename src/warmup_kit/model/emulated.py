@@ -33,10 +33,12 @@ returns a new array, and a new array of :data:`FRESH_MIN_BYTES` or more
 is always fresh memory from the kernel (glibc serves any allocation of
 its largest dynamic mmap threshold, 32 MiB on 64-bit Linux, or more with
 a new ``mmap``, and ``free`` unmaps it), so every call faults in all of
-its output and the kernel zeroes each page before the call writes it. :attr:`TwoTier.touch_s_per_byte` (calibrated: a fresh output against a
+its output and the kernel zeroes each page before the call writes it.
+:attr:`TwoTier.touch_s_per_byte` (calibrated: a fresh output against a
 reused one) prices that, once per call, for outputs of that size and up;
-``out=`` avoids it. Smaller outputs usually come back from the heap's free
-lists warm (not always: the book's note says where that shows).
+``out=`` avoids it. Smaller outputs usually come back warm from the heap's
+free lists (not always: the heap's state decides, and the model leaves
+that out).
 
 With equal tiers the predictions reduce to the closed forms of
 :mod:`warmup_kit.model.costs` (``tests/test_emulated_model.py``).
