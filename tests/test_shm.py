@@ -18,7 +18,7 @@ import pytest
 
 import warmup_kit as wk
 from warmup_kit.algorithms import algorithms_for
-from warmup_kit.comm.shm import SLOT, ctrl_bytes
+from warmup_kit.comm.shm import SLOT, STEPS, ctrl_bytes
 
 pytestmark = pytest.mark.multiproc
 
@@ -115,6 +115,35 @@ def test_messages_larger_than_a_mailbox_slot(clean_shm):
     for r, (got, sent, received) in enumerate(res):
         np.testing.assert_array_equal(got, _input((r - 1) % 3, n))
         assert sent == received == n * 8
+
+
+def streams(comm, sizes):
+    """Every rank sends several messages to every other rank at once, each
+    posted before any is waited for: larger than the whole mailbox FIFO,
+    smaller than one slot, and empty; the FIFO keeps them in order."""
+    reqs, got = [], {}
+    for p in range(comm.size):
+        if p == comm.rank:
+            continue
+        for i, n in enumerate(sizes):
+            got[p, i] = np.empty(n)
+            reqs.append(comm.irecv(got[p, i], p, tag=i))
+    mine = [_input(comm.rank, n) + i for i, n in enumerate(sizes)]
+    for p in range(comm.size):
+        if p != comm.rank:
+            reqs += [comm.isend(x, p, tag=i) for i, x in enumerate(mine)]
+    comm.waitall(reqs, time.monotonic() + 30)
+    return {k: v.copy() for k, v in got.items()}
+
+
+@pytest.mark.timeout(120)
+def test_mailbox_fifo_keeps_many_messages_in_order(clean_shm):
+    sizes = [STEPS * SLOT // 8 * 2 + 3, 5, 0, SLOT // 8, 3 * SLOT // 8 + 1]
+    res = wk.launch(streams, 3, args=(sizes,), transport="shm", timeout=100)
+    for r, got in enumerate(res):
+        for (p, i), arr in got.items():
+            np.testing.assert_array_equal(arr, _input(p, sizes[i]) + i)
+        assert len(got) == 2 * len(sizes)
 
 
 def _pid(comm):

@@ -9,9 +9,17 @@ have started, so nothing is left in ``/dev/shm`` whatever happens later.
 The control segment holds, per rank, a row of int64 fields (:data:`ROW`):
 rounds finished and rounds read (``DONE``/``READ``, numbered across calls),
 where this call's buffers are in the rank's data segment, the call's
-fingerprint, the rank's pid, whom it waits for and a heartbeat; then a
-mailbox of :data:`SLOT` bytes per ordered pair for ``isend``/``irecv``, and
-per pair the bytes one rank has read out of another's segment.
+fingerprint, the rank's pid, whom it waits for and a heartbeat; then per
+ordered pair a mailbox for ``isend``/``irecv``, a FIFO of :data:`STEPS`
+slots of :data:`SLOT` bytes (as NCCL's buffers hold ``NCCL_STEPS`` steps),
+and the bytes one rank has read out of another's segment.
+
+The FIFO lets a sender copy several pieces ahead of its receiver. With one
+slot, each 64 KiB piece waited for the receiver to be scheduled and copy it
+out; with ranks sharing cores, and a rank also busy on a socket (a flat
+ring over :class:`~warmup_kit.comm.HybridComm`), those waits made a 4-rank
+ring 1.4x slower than the same ring with TCP inside the node
+(``benchmarks/cluster.py``; book, Chapter 6).
 
 :mod:`warmup_kit.execute.shm` runs schedules zero-copy: buffers from
 :meth:`ShmComm.empty` live in the rank's data segment, and a receiver
@@ -44,7 +52,9 @@ DONE, READ, PID, WAIT, BUF_OFF, SRC_OFF, EXITED, FP, BEAT, BLAME = \
     range(10)
 ROW = 16                      # int64 per rank: two 64-byte lines
 BOX = 8                       # int64 per mailbox header
-SLOT = 64 << 10               # mailbox bytes per ordered pair
+SLOT = 64 << 10               # bytes per mailbox slot
+STEPS = 8                     # slots in each ordered pair's mailbox FIFO
+META = 4                      # int64 per slot: piece bytes, size, tag, offset
 ALIGN = 64
 LIVENESS_S = 0.02
 STALE_NS = 500_000_000        # a heartbeat older than this: not running
@@ -67,7 +77,8 @@ def _dead(pid: int) -> bool:
 
 def ctrl_bytes(size: int) -> int:
     """Bytes of the control segment of a group of ``size`` ranks."""
-    return 8 * (size * ROW + size * size * (BOX + 2)) + size * size * SLOT
+    return 8 * (size * ROW + size * size * (BOX + 2 + STEPS * META)) \
+        + size * size * STEPS * SLOT
 
 
 class Arena:
@@ -88,7 +99,7 @@ class Arena:
 
 
 class ShmRequest(Request):
-    """A message through a mailbox slot, copied in pieces of :data:`SLOT`."""
+    """A message through a mailbox FIFO, copied in pieces of :data:`SLOT`."""
 
     __slots__ = ("comm", "peer", "data", "tag", "off", "recv", "finished")
 
@@ -123,7 +134,10 @@ class ShmComm(Comm):
         off += size * size * BOX * 8
         self._reads = np.ndarray((size, size, 2), np.int64, buf, offset=off)
         off += size * size * 2 * 8
-        self._slots = np.ndarray((size, size, SLOT), np.uint8, buf,
+        self._meta = np.ndarray((size, size, STEPS, META), np.int64, buf,
+                                offset=off)
+        off += size * size * STEPS * META * 8
+        self._slots = np.ndarray((size, size, STEPS, SLOT), np.uint8, buf,
                                  offset=off)
         self.segs = list(segs)
         self.seg = self.segs[rank]
@@ -293,47 +307,46 @@ class ShmComm(Comm):
         return r
 
     def progress(self) -> bool:
-        """Move one piece of every queued message that can move."""
+        """Move every piece that can move: fill this rank's free slots
+        toward each peer, empty each peer's filled slots toward this rank
+        (``box[src, dst]``: pieces published, pieces taken; the slot of
+        piece ``i`` is ``i % STEPS``)."""
         moved = False
-        box, slots, me = self._box, self._slots, self.rank
+        box, meta, slots, me = self._box, self._meta, self._slots, self.rank
         for p, q in self._sq.items():
-            if not q:
-                continue
             h = box[me, p]
-            if h[0] != h[1]:
-                continue               # the slot is still full
-            r = q[0]
-            n = min(SLOT, r.data.size - r.off)
-            slots[me, p, :n] = r.data[r.off:r.off + n]
-            h[2], h[3], h[4], h[5] = n, r.data.size, r.tag, r.off
-            h[0] += 1                  # publish after the data
-            r.off += n
-            moved = True
-            if r.off >= r.data.size:
-                q.popleft()
-                r.finished = True
-                self.stats.sent(p, r.data.size)
+            while q and h[0] - h[1] < STEPS:
+                r = q[0]
+                k = int(h[0]) % STEPS
+                n = min(SLOT, r.data.size - r.off)
+                slots[me, p, k, :n] = r.data[r.off:r.off + n]
+                meta[me, p, k] = (n, r.data.size, r.tag, r.off)
+                h[0] += 1              # publish after the data
+                r.off += n
+                moved = True
+                if r.off >= r.data.size:
+                    q.popleft()
+                    r.finished = True
+                    self.stats.sent(p, r.data.size)
         for p, q in self._rq.items():
-            if not q:
-                continue
             h = box[p, me]
-            if h[0] == h[1]:
-                continue               # nothing arrived
-            r = q[0]
-            n = int(h[2])
-            if h[3] != r.data.size or h[4] != r.tag or h[5] != r.off:
-                raise ProtocolError(
-                    f"rank {me}: rank {p} sent a message with tag {h[4]} and "
-                    f"{h[3]} bytes where tag {r.tag} and {r.data.size} bytes "
-                    "were expected")
-            r.data[r.off:r.off + n] = slots[p, me, :n]
-            h[1] += 1
-            r.off += n
-            moved = True
-            if r.off >= r.data.size:
-                q.popleft()
-                r.finished = True
-                self.stats.received(p, r.data.size)
+            while q and h[0] != h[1]:
+                r = q[0]
+                k = int(h[1]) % STEPS
+                n, size, tag, off = (int(v) for v in meta[p, me, k])
+                if size != r.data.size or tag != r.tag or off != r.off:
+                    raise ProtocolError(
+                        f"rank {me}: rank {p} sent a message with tag {tag} "
+                        f"and {size} bytes where tag {r.tag} and "
+                        f"{r.data.size} bytes were expected")
+                r.data[r.off:r.off + n] = slots[p, me, k, :n]
+                h[1] += 1              # the slot is free again
+                r.off += n
+                moved = True
+                if r.off >= r.data.size:
+                    q.popleft()
+                    r.finished = True
+                    self.stats.received(p, r.data.size)
         return moved
 
     def waitall(self, reqs: Sequence[ShmRequest],
