@@ -28,7 +28,10 @@ the ``np.add`` of what arrives). :func:`fit_tiers` returns them as a
 A seventh number is measured on its own (``touch`` rows): what a public
 call pays to fault in a new output array too large for the heap to reuse
 (:data:`~warmup_kit.model.emulated.FRESH_MIN_BYTES` and up), every rank at
-once writing an ``np.add`` into a new array against into a reused one.
+once running an out-of-place exchange into a new array against into a
+reused one. (An ``np.add`` into a new array, the first way it was measured,
+showed about two thirds of what the executor's writes pay: the transport
+writes the output piece by piece while its partner waits.)
 
 Each point is the median of at least ``reps`` calls and of as many more as
 fill :data:`MIN_POINT_S` (up to :data:`MAX_REPS`): on shared cores a fast
@@ -124,18 +127,24 @@ def time_calls(comm: Comm, fn, reps: int, timeout: float = TIMEOUT_S,
     return float(np.median(worst))
 
 
-def touch_rows(comm: Comm, reps: int, nbytes: int = TOUCH_BYTES
-               ) -> list[dict]:
-    """The ``touch`` rows: ``np.add`` of two arrays of ``nbytes`` into a new
-    array (``fresh``) and into one kept (``reused``), every rank at once."""
-    a = np.ones(nbytes // 8)
-    b = np.ones(nbytes // 8)
-    kept = np.empty_like(a)
+def touch_rows(comm: Comm, nodes: int, ranks_per_node: int, reps: int,
+               nbytes: int = TOUCH_BYTES) -> list[dict]:
+    """The ``touch`` rows: every rank at once swaps half of ``nbytes`` with
+    its in-node partner (the ``intra`` pattern, one copy round) out of place,
+    as a public call runs, writing into a new output (``fresh``) and into
+    one kept (``reused``). The output is written the way a collective
+    writes its own: by the transport's receive and the executor's copies."""
+    s = exchange_schedule(comm.size, pairs("intra", nodes, ranks_per_node),
+                          1, False)
+    src = np.ones(nbytes // 8)
+    kept = np.empty_like(src)
     rows = []
     for fresh in (False, True):
-        fn = (lambda: np.add(a, b)) if fresh else \
-            (lambda: np.add(a, b, out=kept))
-        rows.append({"pattern": "touch", "nbytes": nbytes, "rounds": 0,
+        def fn(fresh=fresh):
+            return run_schedule(s, np.empty_like(src) if fresh else kept,
+                                comm, src=src,
+                                deadline=time.monotonic() + TIMEOUT_S)
+        rows.append({"pattern": "touch", "nbytes": nbytes, "rounds": 1,
                      "reduce": fresh,
                      "time_s": time_calls(comm, fn, reps, min_s=MIN_POINT_S)})
     return rows
@@ -167,7 +176,7 @@ def calibrate(comm: Comm, nodes: int, ranks_per_node: int, *,
              "reduce": False,
              "time_s": time_calls(comm, lambda: comm.barrier(
                  timeout=TIMEOUT_S), max(reps, 9))}]
-    rows += touch_rows(comm, reps)
+    rows += touch_rows(comm, nodes, ranks_per_node, reps)
     for pattern in patterns:
         pl = pairs(pattern, nodes, ranks_per_node)
         for nbytes in sizes:
