@@ -34,6 +34,7 @@ from warmup_kit.failures import inject
 from warmup_kit.failures.board import Board, alive
 from warmup_kit.failures.straggler import find_stragglers
 from warmup_kit.failures.watchdog import HangDetected, Watchdog, refine
+from warmup_kit.machine import limit_blas_threads
 
 FAULTS = ("hang", "kill", "slow")
 
@@ -110,6 +111,10 @@ def rank_main(comm: Comm, demo: Demo, board_path: str, abort=None,
             board is closed.
     """
     r = comm.rank
+    # one BLAS thread per rank: forked ranks inherit one per core, and four
+    # ranks' spinning thread pools on two cores made a healthy rank's
+    # compute vary more than the 6x straggler's
+    limit_blas_threads(1)
     board = Board(board_path, comm.size, r)
     if r == demo.rank and demo.fault in ("hang", "kill"):
         inject.arm("lab.step", demo.fault, step=demo.fail_step)
