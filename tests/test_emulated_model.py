@@ -7,7 +7,7 @@ import math
 import pytest
 
 from warmup_kit.measure.cluster import (exchange_schedule, features,
-                                        fit_tiers, pairs)
+                                        fit_tiers, pairs, params)
 from warmup_kit.model import costs
 from warmup_kit.model.emulated import (FRESH_MIN_BYTES, TP_PLACEMENTS,
                                        VARIANTS, Tier,
@@ -112,16 +112,16 @@ def test_exchange_patterns():
 
 def exact_rows(truth: TwoTier, sizes) -> list[dict]:
     """Calibration rows of both patterns timed exactly as ``truth`` says."""
-    p = [truth.call_s, truth.intra.alpha_s, truth.inter.alpha_s,
-         1 / truth.intra.bw_bytes_per_s, 1 / truth.inter.bw_bytes_per_s,
-         truth.gamma_s_per_byte]
+    p = params(truth)
     rows = []
     for pattern in ("intra", "inter"):
         for m in sizes:
             for r in (1, 3):
-                for red in (False, True) if pattern == "intra" else (False,):
+                for red, src in ([(False, False), (True, False),
+                                  (False, True), (True, True)]
+                                 if pattern == "intra" else [(False, False)]):
                     row = {"pattern": pattern, "nbytes": m, "rounds": r,
-                           "reduce": red}
+                           "reduce": red, "src": src}
                     row["time_s"] = float(features(row, 2, truth) @ p)
                     rows.append(row)
     return rows
@@ -130,7 +130,8 @@ def exact_rows(truth: TwoTier, sizes) -> list[dict]:
 @pytest.mark.parametrize("burst", [0.0, 64 << 10])
 def test_fit_recovers_known_tiers(burst):
     truth = TwoTier(2, 2, Tier(20e-6, 1.5e9), Tier(90e-6, 150e6), 0.4e-9,
-                    60e-6, burst)
+                    60e-6, burst, oop_s_per_byte=0.15e-9,
+                    copy_s_per_byte=0.2e-9)
     rows = exact_rows(truth, (16 << 10, 256 << 10, 2 * MIB, 8 * MIB))
     rows.append({"pattern": "barrier", "nbytes": 0, "rounds": 0,
                  "reduce": False, "time_s": 0.0})
@@ -150,10 +151,11 @@ def test_fit_recovers_known_tiers(burst):
         for got, want in zip(
                 (tt.call_s, tt.intra.alpha_s, tt.inter.alpha_s,
                  tt.intra.bw_bytes_per_s, tt.inter.bw_bytes_per_s,
-                 tt.gamma_s_per_byte),
+                 tt.gamma_s_per_byte, tt.oop_s_per_byte, tt.copy_s_per_byte),
                 (truth.call_s, truth.intra.alpha_s, truth.inter.alpha_s,
                  truth.intra.bw_bytes_per_s, truth.inter.bw_bytes_per_s,
-                 truth.gamma_s_per_byte)):
+                 truth.gamma_s_per_byte, truth.oop_s_per_byte,
+                 truth.copy_s_per_byte)):
             assert math.isclose(got, want, rel_tol=1e-6)
     with pytest.raises(ValueError, match="both patterns"):
         fit_tiers([r for r in rows if r["pattern"] == "intra"], 2, 2)
@@ -190,24 +192,50 @@ def test_the_token_bucket_only_forgives_its_burst():
     assert predict_tp(base, v, spread=True) > 0
 
 
-@pytest.mark.parametrize("pattern", ["intra", "inter"])
+@pytest.mark.parametrize("pattern,src", [("intra", False), ("intra", True),
+                                         ("inter", False)])
 @pytest.mark.parametrize("reduce", [False, True])
-def test_calibration_features_are_the_models_cost_of_the_exchange(pattern,
-                                                                  reduce):
+def test_calibration_features_are_the_models_cost_of_the_exchange(
+        pattern, src, reduce):
     # what calibration fits is what the model charges the same schedule
     from warmup_kit.model.emulated import time_schedule
     tt = TwoTier(2, 2, Tier(20e-6, 1.5e9), Tier(90e-6, 150e6), 0.4e-9,
-                 60e-6, 64 << 10)
-    p = [tt.call_s, tt.intra.alpha_s, tt.inter.alpha_s,
-         1 / tt.intra.bw_bytes_per_s, 1 / tt.inter.bw_bytes_per_s,
-         tt.gamma_s_per_byte]
+                 60e-6, 64 << 10, oop_s_per_byte=0.15e-9,
+                 copy_s_per_byte=0.2e-9)
     for m in (16 << 10, 2 * MIB):
         for r in (1, 3):
             row = {"pattern": pattern, "nbytes": m, "rounds": r,
-                   "reduce": reduce}
+                   "reduce": reduce, "src": src}
             s = exchange_schedule(4, pairs(pattern, 2, 2), r, reduce)
-            assert time_schedule(tt, s, 2 * r * m) == pytest.approx(
-                float(features(row, 2, tt) @ p), rel=1e-9)
+            assert time_schedule(tt, s, 2 * r * m, src=src) == pytest.approx(
+                float(features(row, 2, tt) @ params(tt)), rel=1e-9)
+
+
+def test_out_of_place_reads_are_found_in_the_schedule():
+    from warmup_kit.algorithms import build
+    from warmup_kit.model.emulated import src_bytes
+    v = 4 * MIB
+    # a ring all-reduce on 4 ranks: each reduce-scatter round reduces one
+    # chunk the rank has not written (its own operand still in the input);
+    # the all-gather copies; every chunk ends written
+    ring = build("allreduce", "ring", 4)
+    oop, tail = src_bytes(ring, v)
+    assert oop.shape == (6, 4)
+    assert (oop[:3] == v / 4).all() and (oop[3:] == 0).all()
+    assert (tail == 0).all()
+    # the calibration exchange: one chunk reduced and one never written
+    # per rank and round
+    s = exchange_schedule(4, pairs("intra", 2, 2), 3, True)
+    oop, tail = src_bytes(s, 6 * MIB)
+    assert (oop == MIB).all() and (tail == 3 * MIB).all()
+    # the TP ring of two ranks pays its out-of-place cost once, on half
+    base = two_tier(gamma=0.3e-9)
+    oop_tt = TwoTier(2, 2, base.intra, base.inter, 0.3e-9,
+                     oop_s_per_byte=0.2e-9, copy_s_per_byte=1e-9)
+    assert predict_tp(oop_tt, v, spread=False) == pytest.approx(
+        predict_tp(base, v, spread=False) + 0.2e-9 * v / 2, rel=1e-12)
+    with pytest.raises(ValueError, match="oop_s_per_byte"):
+        TwoTier(2, 2, Tier(0, 1), Tier(0, 1), oop_s_per_byte=-1.0)
 
 
 def test_rounds_with_fewer_busy_ranks_than_cores_pay_less_latency():

@@ -7,7 +7,8 @@ transport the collectives use (:func:`warmup_kit.execute.run_schedule` on
 the job's communicator). Each pattern is a small
 :class:`~warmup_kit.schedule.Schedule` (:func:`exchange_schedule`): ``R``
 rounds in which every pair swaps one message of ``m`` bytes, by copy or by
-reduction. Two patterns:
+reduction, in place or (``intra`` only) out of place from an input array as
+the public calls run. Two patterns:
 
 * ``intra``: each rank with a partner in its own node, all nodes at once
   (the fast tier under the load of a collective's in-node phase: two ranks
@@ -18,12 +19,15 @@ reduction. Two patterns:
   cross-node phase loads it).
 
 One relative least-squares fit (:func:`warmup_kit.measure.fit.nnls_rel`)
-over every row then gives six non-negative numbers: a fixed cost per call;
-per round, each tier's latency; per byte through a port, each tier's time
-(the inverse bandwidth; the slow tier's port is the node's uplink); and per
-byte reduced, ``gamma`` (the reduce rows differ from the copy rows only by
-the ``np.add`` of what arrives). :func:`fit_tiers` returns them as a
-:class:`~warmup_kit.model.emulated.TwoTier`.
+over every row then gives eight non-negative numbers (:func:`params`): a
+fixed cost per call; per round, each tier's latency; per byte through a
+port, each tier's time (the inverse bandwidth; the slow tier's port is the
+node's uplink); per byte reduced, ``gamma`` (the reduce rows differ from the
+copy rows only by the ``np.add`` of what arrives); per byte reduced out of
+place, what that adds (``oop``); and per byte a rank never writes, the
+executor's closing copy from the input (``copy``: out-of-place copy rows
+differ from in-place ones only by it). :func:`fit_tiers` returns them as
+a :class:`~warmup_kit.model.emulated.TwoTier`.
 
 A seventh number is measured on its own (``touch`` rows): what a public
 call pays to fault in a new output array too large for the heap to reuse
@@ -166,8 +170,9 @@ def calibrate(comm: Comm, nodes: int, ranks_per_node: int, *,
 
     Returns:
         rows ``{"pattern", "nbytes" (per message), "rounds", "reduce",
-        "time_s"}``, identical on every rank (a ``touch`` row's ``reduce``
-        says whether its output was fresh).
+        "src", "time_s"}``, identical on every rank (``src``: run out of
+        place; a ``touch`` row's ``reduce`` says whether its output was
+        fresh).
     """
     if comm.size != nodes * ranks_per_node:
         raise ValueError(f"{comm.size} ranks is not {nodes} nodes x "
@@ -183,14 +188,19 @@ def calibrate(comm: Comm, nodes: int, ranks_per_node: int, *,
             if pattern == "inter" and nbytes > inter_max_bytes:
                 continue
             for r in rounds:
-                for red in ((False, True) if pattern == "intra" else (False,)):
+                for red, src in ([(False, False), (True, False),
+                                  (False, True), (True, True)]
+                                 if pattern == "intra" else [(False, False)]):
                     s = exchange_schedule(comm.size, pl, r, red)
                     buf = np.ones(2 * r * nbytes // 8)
+                    inp = np.ones_like(buf) if src else None
                     t = time_calls(comm, lambda: run_schedule(
-                        s, buf, comm, deadline=time.monotonic() + TIMEOUT_S),
+                        s, buf, comm, src=inp,
+                        deadline=time.monotonic() + TIMEOUT_S),
                         reps, min_s=MIN_POINT_S)
                     rows.append({"pattern": pattern, "nbytes": nbytes,
-                                 "rounds": r, "reduce": red, "time_s": t})
+                                 "rounds": r, "reduce": red, "src": src,
+                                 "time_s": t})
     return rows
 
 
@@ -211,19 +221,34 @@ def charged_bytes(row: dict, tt: TwoTier) -> float:
 
 def features(row: dict, ranks_per_node: int, tt: TwoTier | None = None
              ) -> np.ndarray:
-    """``[1, R_intra, R_inter, B_intra, B_inter, G]`` of a calibration row:
-    the call, rounds of each tier, bytes through the busiest port of each
-    tier (the uplink carries every local rank's message; with ``tt``, only
-    what its token bucket does not let through, :func:`charged_bytes`),
-    bytes reduced."""
+    """``[1, R_intra, R_inter, B_intra, B_inter, G, O, C]`` of a
+    calibration row: the call, rounds of each tier, bytes through the
+    busiest port of each tier (the uplink carries every local rank's
+    message; with ``tt``, only what its token bucket does not let through,
+    :func:`charged_bytes`), bytes reduced, bytes reduced out of place, bytes
+    copied from the input at the end (out of place, a rank never writes
+    the chunks it sends: one per round). :func:`params` is the matching
+    parameter vector."""
     r, m = row["rounds"], row["nbytes"]
     intra = row["pattern"] == "intra"
+    src = bool(row.get("src", False))
     port = m if intra else ranks_per_node * m
     link = 0.0 if intra else (r * port if tt is None
                               else charged_bytes(row, tt))
     return np.array([1.0, r if intra else 0, 0 if intra else r,
                      r * port if intra else 0, link,
-                     r * m if row["reduce"] else 0])
+                     r * m if row["reduce"] else 0,
+                     r * m if row["reduce"] and src else 0,
+                     r * m if src else 0])
+
+
+def params(tt: TwoTier) -> np.ndarray:
+    """``tt``'s numbers in the order of :func:`features`' columns: a row's
+    modelled time is ``features(row, g, tt) @ params(tt)``."""
+    return np.array([tt.call_s, tt.intra.alpha_s, tt.inter.alpha_s,
+                     1 / tt.intra.bw_bytes_per_s, 1 / tt.inter.bw_bytes_per_s,
+                     tt.gamma_s_per_byte, tt.oop_s_per_byte,
+                     tt.copy_s_per_byte])
 
 
 def fit_tiers(rows: list[dict], nodes: int, ranks_per_node: int,
@@ -252,13 +277,13 @@ def fit_tiers(rows: list[dict], nodes: int, ranks_per_node: int,
     for _ in range(60):
         X = np.array([features(r, ranks_per_node, tt) for r in rows])
         p = nnls_rel(X, t)
-        call, a1, a2, b1, b2, gamma = map(float, p)
+        call, a1, a2, b1, b2, gamma, oop, copy = map(float, p)
         if b1 <= 0 or b2 <= 0:
             raise ValueError("the fit found no per-byte cost for a tier: "
                              "calibrate with larger messages")
         new = TwoTier(nodes, ranks_per_node, Tier(a1, 1 / b1),
                       Tier(a2, 1 / b2), gamma, call, burst_bytes, gap, cores,
-                      touch)
+                      touch, oop, copy)
         tt = new
         if last is not None and np.allclose(p, last, rtol=1e-10, atol=0):
             break

@@ -40,6 +40,15 @@ reused one) prices that, once per call, for outputs of that size and up;
 free lists (not always: the heap's state decides, and the model leaves
 that out).
 
+The public call also runs out of place: the first time a rank reduces
+into a chunk, its own operand is still in the caller's input, so the
+reduction reads two arrays and writes a third, where an in-place one
+writes back what it read. :attr:`TwoTier.oop_s_per_byte` prices those
+bytes beyond gamma (:func:`src_bytes` finds them in the schedule), and
+:attr:`TwoTier.copy_s_per_byte` the chunks a rank never writes and copies
+from its input at the end (none in an all-reduce; calibration's exchanges
+have them). Calibration times its exchanges both ways to tell them apart.
+
 With equal tiers the predictions reduce to the closed forms of
 :mod:`warmup_kit.model.costs` (``tests/test_emulated_model.py``).
 
@@ -116,6 +125,11 @@ class TwoTier:
         touch_s_per_byte: first-touch cost of a fresh output (page fault and
             zeroing), per byte, with every rank busy at once; a call whose
             output is :data:`FRESH_MIN_BYTES` or more pays it on all of it.
+        oop_s_per_byte: what an out-of-place reduction costs per byte beyond
+            ``gamma_s_per_byte`` (its own operand read from the input, the
+            result written to a third array).
+        copy_s_per_byte: the executor's copy, per byte, of a chunk a rank
+            never writes, from its input into its output at the end.
     """
 
     nodes: int
@@ -128,14 +142,18 @@ class TwoTier:
     gap_s: float = 0.0
     cores: int = 0
     touch_s_per_byte: float = 0.0
+    oop_s_per_byte: float = 0.0
+    copy_s_per_byte: float = 0.0
 
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.ranks_per_node < 1:
             raise ValueError("need nodes >= 1 and ranks_per_node >= 1")
         if min(self.gamma_s_per_byte, self.call_s, self.burst_bytes,
-               self.gap_s, self.touch_s_per_byte) < 0:
-            raise ValueError("gamma_s_per_byte, call_s, burst_bytes, gap_s "
-                             "and touch_s_per_byte must be >= 0")
+               self.gap_s, self.touch_s_per_byte, self.oop_s_per_byte,
+               self.copy_s_per_byte) < 0:
+            raise ValueError("gamma_s_per_byte, call_s, burst_bytes, gap_s, "
+                             "touch_s_per_byte, oop_s_per_byte and "
+                             "copy_s_per_byte must be >= 0")
 
     def start_tokens(self) -> float:
         """Tokens an uplink that was busy to the end of the last call holds
@@ -177,7 +195,9 @@ class TwoTier:
                    Tier(**d["inter"]), d.get("gamma_s_per_byte", 0.0),
                    d.get("call_s", 0.0), d.get("burst_bytes", 0.0),
                    d.get("gap_s", 0.0), d.get("cores", 0),
-                   d.get("touch_s_per_byte", 0.0))
+                   d.get("touch_s_per_byte", 0.0),
+                   d.get("oop_s_per_byte", 0.0),
+                   d.get("copy_s_per_byte", 0.0))
 
     def output_s(self, nbytes: int) -> float:
         """First-touch seconds of the new output array of a public call
@@ -187,14 +207,44 @@ class TwoTier:
             else 0.0
 
 
+def src_bytes(s: Schedule, nbytes: int, *, itemsize: int = 8
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """What running ``s`` out of place reads from each rank's input:
+    per round and rank, the bytes it reduces into chunks it has not yet
+    written (its own operand comes from the input: an out-of-place
+    reduction; each target chunk counted once a round), and per rank the
+    bytes of the chunks it never writes (copied from the input at the
+    end, as the executors do)."""
+    sizes = np.asarray(chunk_sizes(nbytes // itemsize, s.chunks),
+                       dtype=np.float64) * itemsize
+    oop = np.zeros((len(s.rounds), s.ranks))
+    written = [set() for _ in range(s.ranks)]
+    for k, rnd in enumerate(s.rounds):
+        seen = set()
+        for t in rnd:
+            if not t.reduce:
+                continue
+            for d in t.targets:
+                if d not in written[t.dst] and (t.dst, d) not in seen:
+                    seen.add((t.dst, d))
+                    oop[k, t.dst] += sizes[d]
+        for t in rnd:
+            written[t.dst].update(t.targets)
+    tail = np.array([sizes[[c for c in range(s.chunks)
+                            if c not in written[r]]].sum()
+                     for r in range(s.ranks)])
+    return oop, tail
+
+
 def round_times(tt: TwoTier, s: Schedule, nbytes: int, *,
-                itemsize: int = 8, tokens: float | None = None
-                ) -> tuple[np.ndarray, float]:
+                itemsize: int = 8, tokens: float | None = None,
+                src: bool = False) -> tuple[np.ndarray, float]:
     """Seconds of each round of ``s`` on ``tt`` (ranks packed node by
     node), lock-step, with the uplinks' token buckets (see the module
     docstring), and the fewest tokens an uplink holds at the end.
 
-    ``tokens``: each uplink's tokens at the start (default: full)."""
+    ``tokens``: each uplink's tokens at the start (default: full).
+    ``src``: run out of place (:attr:`TwoTier.oop_s_per_byte` applies)."""
     if s.ranks != tt.ranks:
         raise ValueError(f"schedule for {s.ranks} ranks on a {tt.ranks}-rank "
                          "cluster")
@@ -217,6 +267,8 @@ def round_times(tt: TwoTier, s: Schedule, nbytes: int, *,
     rate = tt.inter.bw_bytes_per_s
     cores = tt.cores or n
     full = max(1.0, n / cores)
+    oop = src_bytes(s, nbytes, itemsize=itemsize)[0] \
+        if src and tt.oop_s_per_byte else None
     out = np.zeros(comp.n_rounds)
     for k in range(comp.n_rounds):
         sel = np.flatnonzero((comp.round_of == k) & (tb > 0))
@@ -233,6 +285,8 @@ def round_times(tt: TwoTier, s: Schedule, nbytes: int, *,
             red = np.bincount(comp.dst[sel], weights=tb[sel] *
                               comp.reduce[sel], minlength=n)
             t = t + tt.gamma_s_per_byte * red[comp.dst[sel]]
+        if oop is not None:
+            t = t + tt.oop_s_per_byte * oop[k, comp.dst[sel]]
         out[k] = t.max()
         # an uplink refills while it is not sending at the rate
         have = np.minimum(cap, have + rate * np.maximum(
@@ -241,20 +295,22 @@ def round_times(tt: TwoTier, s: Schedule, nbytes: int, *,
 
 
 def time_schedule(tt: TwoTier, s: Schedule, nbytes: int, *,
-                  itemsize: int = 8) -> float:
+                  itemsize: int = 8, src: bool = False) -> float:
     """Seconds of one call of schedule ``s`` on ``tt``, in the steady state
-    of repeated calls (``gap_s`` apart)."""
+    of repeated calls (``gap_s`` apart); ``src``: out of place."""
     tokens = tt.burst_bytes
     rounds = np.zeros(0)
+    tail = src_bytes(s, nbytes, itemsize=itemsize)[1].max() \
+        if src and tt.copy_s_per_byte else 0.0
     for _ in range(32):
         rounds, left = round_times(tt, s, nbytes, itemsize=itemsize,
-                                   tokens=tokens)
+                                   tokens=tokens, src=src)
         nxt = min(tt.burst_bytes, left + tt.inter.bw_bytes_per_s *
                   (tt.gap_s + tt.call_s))
         if abs(nxt - tokens) <= 1e-9 * max(1.0, tt.burst_bytes):
             break
         tokens = nxt
-    return float(rounds.sum() + tt.call_s)
+    return float(rounds.sum() + tt.call_s + tt.copy_s_per_byte * tail)
 
 
 def predict(tt: TwoTier, algorithm: str, nbytes: int, *,
@@ -262,10 +318,11 @@ def predict(tt: TwoTier, algorithm: str, nbytes: int, *,
     """Seconds of one all-reduce of ``nbytes`` per rank over all ranks with
     a registered ``algorithm`` (``"ring"``, ``"hierarchical"``,
     ``"leader"``, ...), as :func:`warmup_kit.allreduce` runs it (a new
-    output array: :meth:`TwoTier.output_s`)."""
+    output array, out of place: :meth:`TwoTier.output_s`,
+    :attr:`TwoTier.oop_s_per_byte`)."""
     s = build("allreduce", algorithm, tt.ranks,
               ranks_per_node=tt.ranks_per_node)
-    return time_schedule(tt, s, nbytes, itemsize=itemsize) + \
+    return time_schedule(tt, s, nbytes, itemsize=itemsize, src=True) + \
         tt.output_s(nbytes)
 
 
@@ -301,7 +358,7 @@ def predict_tp(tt: TwoTier, nbytes: int, *, spread: bool,
     with groups inside a node or split across nodes (a new output array
     each call, as :func:`predict`)."""
     return time_schedule(tt, tp_schedule(tt, spread), nbytes,
-                         itemsize=itemsize) + tt.output_s(nbytes)
+                         itemsize=itemsize, src=True) + tt.output_s(nbytes)
 
 
 def predictions(tt: TwoTier, sizes, *, itemsize: int = 8) -> list[dict]:
