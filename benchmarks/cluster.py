@@ -14,9 +14,10 @@ across), then
 1. calibrates the fast tier (:mod:`warmup_kit.measure.cluster`) and, with
    ``--link auto``, sets the link to fast / ``--ratio`` (a real cluster's
    NVLink : NIC is 9-12x per direction);
-2. calibrates both tiers, gamma and a fresh output's first-touch cost on
-   every rank at once, before step 3 and after each of its ``--rounds``
-   runs (the fit takes each calibration point's median);
+2. calibrates both tiers, gamma, the out-of-place and closing-copy costs,
+   the last-level cache's speed-up of the fast tier and a fresh output's
+   first-touch cost on every rank at once, before step 3 and after each of
+   its ``--rounds`` runs (the fit takes each calibration point's median);
 3. runs, ``--rounds`` times, flat ring, hierarchical and two-level leader
    all-reduce over all ranks, and the TP all-reduce inside a node vs
    split across two, through ``warmup_kit.allreduce`` (each checked
@@ -37,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from warmup_kit.machine import cores, cpu_jiffies, steal_share
+from warmup_kit.machine import cores, cpu_jiffies, llc_bytes, steal_share
 from warmup_kit.measure.cluster import PATTERNS, calibrate, fit_tiers
 from warmup_kit.measure import cluster_report as R
 from warmup_kit.model.emulated import Tier, TwoTier
@@ -146,7 +147,7 @@ def measure(args) -> dict:
                          spread_ms=[round(r["measured_ms"], 4) for r in rs])
                     for rs in zip(*runs)]
         tt, rep = fit_tiers(cal, args.nodes, args.ranks_per_node,
-                            burst(cl.link), cores())
+                            burst(cl.link), cores(), llc_bytes() or 0)
         link = cl.link
     facts = R.machine_facts()
     facts["loadavg_before"] = load0

@@ -201,7 +201,9 @@ def test_calibration_features_are_the_models_cost_of_the_exchange(
     from warmup_kit.model.emulated import time_schedule
     tt = TwoTier(2, 2, Tier(20e-6, 1.5e9), Tier(90e-6, 150e6), 0.4e-9,
                  60e-6, 64 << 10, oop_s_per_byte=0.15e-9,
-                 copy_s_per_byte=0.2e-9)
+                 copy_s_per_byte=0.2e-9, cache_bytes=8 * MIB,
+                 cached_factor=0.6)
+    # 16 KiB exchanges fit the 8 MiB cache, 2 MiB ones do not
     for m in (16 << 10, 2 * MIB):
         for r in (1, 3):
             row = {"pattern": pattern, "nbytes": m, "rounds": r,
@@ -290,3 +292,45 @@ def test_touch_cost_and_the_fit_carry_it():
     assert tt.touch_s_per_byte == pytest.approx(2e-8)
     assert tt.intra.bw_bytes_per_s == pytest.approx(
         truth.intra.bw_bytes_per_s, rel=1e-6)
+
+
+def test_a_working_set_that_fits_the_cache_scales_the_fast_tier():
+    from warmup_kit.model.emulated import tp_schedule, working_set
+    base = TwoTier(2, 2, Tier(20e-6, 2e9), Tier(90e-6, 200e6), 0.3e-9,
+                   50e-6, oop_s_per_byte=0.1e-9, copy_s_per_byte=0.2e-9)
+    cached = TwoTier(2, 2, base.intra, base.inter, 0.3e-9, 50e-6,
+                     oop_s_per_byte=0.1e-9, copy_s_per_byte=0.2e-9,
+                     cache_bytes=32 * MIB, cached_factor=0.5)
+    # a TP rank holds its input, its output and the half it reduces from
+    assert working_set(tp_schedule(base, False), 4 * MIB, src=True) == \
+        10 * MIB
+    assert working_set(tp_schedule(base, False), 4 * MIB) == 6 * MIB
+    # 4 ranks x 10 MiB do not fit 32 MiB: nothing changes
+    assert predict_tp(cached, 4 * MIB, spread=False) == pytest.approx(
+        predict_tp(base, 4 * MIB, spread=False), rel=1e-12)
+    # 4 x 2.5 MiB do: every per-byte cost of the fast tier halves; the
+    # call's cost and the latencies do not
+    fixed = base.call_s + 2 * base.intra.alpha_s
+    assert predict_tp(cached, MIB, spread=False) - fixed == pytest.approx(
+        0.5 * (predict_tp(base, MIB, spread=False) - fixed), rel=1e-12)
+    # the split TP group's link is not memory: only its reductions scale
+    split_gain = predict_tp(base, MIB, spread=True) - predict_tp(
+        cached, MIB, spread=True)
+    assert 0 < split_gain < predict_tp(base, MIB, spread=True) * 0.05
+    assert cached.scale(8 * MIB) == 0.5 and cached.scale(8 * MIB + 1) == 1.0
+    with pytest.raises(ValueError, match="cached_factor"):
+        TwoTier(2, 2, Tier(0, 1), Tier(0, 1), cached_factor=0.0)
+
+
+def test_fit_finds_the_cache_factor():
+    truth = TwoTier(2, 2, Tier(20e-6, 1.5e9), Tier(90e-6, 150e6), 0.4e-9,
+                    60e-6, oop_s_per_byte=0.15e-9, copy_s_per_byte=0.2e-9,
+                    cache_bytes=32 * MIB, cached_factor=0.5)
+    rows = exact_rows(truth, (16 << 10, 256 << 10, 2 * MIB, 8 * MIB))
+    tt, rep = fit_tiers(rows, 2, 2, cache_bytes=32 * MIB)
+    assert tt.cached_factor == 0.5 and tt.cache_bytes == 32 * MIB
+    assert rep["max_rel_error"] < 1e-7
+    assert tt.intra.bw_bytes_per_s == pytest.approx(1.5e9, rel=1e-6)
+    # told of no cache, the same rows fit worse
+    _, worse = fit_tiers(rows, 2, 2)
+    assert worse["rms_rel_error"] > 0.01

@@ -25,6 +25,35 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
+def llc_bytes() -> int | None:
+    """Bytes of the largest CPU cache of CPU 0 (Linux sysfs: its last-level
+    cache, shared by the cores listed beside it), or None if unknown."""
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    best = None
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return None
+    for name in names:
+        if not name.startswith("index"):
+            continue
+        try:
+            with open(f"{base}/{name}/level") as f:
+                level = int(f.read())
+            with open(f"{base}/{name}/size") as f:
+                text = f.read().strip()
+        except (OSError, ValueError):
+            continue
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        try:
+            size = int(text.rstrip("KMG")) * scale
+        except ValueError:
+            continue
+        if best is None or level > best[0]:
+            best = (level, size)
+    return best[1] if best else None
+
+
 def cpu_jiffies() -> tuple[int, int] | None:
     """(stolen, total) CPU time since boot in clock ticks, all CPUs
     (``/proc/stat``; a VM's hypervisor counts "steal" while it runs another

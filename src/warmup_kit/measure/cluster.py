@@ -52,7 +52,7 @@ from warmup_kit.comm.base import Comm
 from warmup_kit.execute import run_schedule
 from warmup_kit.measure.fit import nnls_rel
 from warmup_kit.model.emulated import (FRESH_MIN_BYTES, Tier, TwoTier,
-                                       time_schedule)
+                                       time_schedule, working_set)
 from warmup_kit.schedule import Schedule, Transfer
 
 PATTERNS = ("intra", "inter")
@@ -227,7 +227,9 @@ def features(row: dict, ranks_per_node: int, tt: TwoTier | None = None
     message; with ``tt``, only what its token bucket does not let through,
     :func:`charged_bytes`), bytes reduced, bytes reduced out of place, bytes
     copied from the input at the end (out of place, a rank never writes
-    the chunks it sends: one per round). :func:`params` is the matching
+    the chunks it sends: one per round). With ``tt``, the fast tier's
+    per-byte columns carry its cache factor (:meth:`TwoTier.scale` of the
+    row's :func:`row_working_set`). :func:`params` is the matching
     parameter vector."""
     r, m = row["rounds"], row["nbytes"]
     intra = row["pattern"] == "intra"
@@ -235,11 +237,20 @@ def features(row: dict, ranks_per_node: int, tt: TwoTier | None = None
     port = m if intra else ranks_per_node * m
     link = 0.0 if intra else (r * port if tt is None
                               else charged_bytes(row, tt))
+    f = 1.0 if tt is None or not intra else tt.scale(row_working_set(row))
     return np.array([1.0, r if intra else 0, 0 if intra else r,
-                     r * port if intra else 0, link,
-                     r * m if row["reduce"] else 0,
-                     r * m if row["reduce"] and src else 0,
-                     r * m if src else 0])
+                     f * r * port if intra else 0, link,
+                     f * r * m if row["reduce"] else 0,
+                     f * r * m if row["reduce"] and src else 0,
+                     f * r * m if src else 0])
+
+
+def row_working_set(row: dict) -> float:
+    """Bytes one rank touches in a calibration row's exchange
+    (:func:`warmup_kit.model.emulated.working_set`)."""
+    r, m = row["rounds"], row["nbytes"]
+    s = exchange_schedule(2, [(0, 1)], r, row["reduce"])
+    return working_set(s, 2 * r * m, src=bool(row.get("src", False)))
 
 
 def params(tt: TwoTier) -> np.ndarray:
@@ -251,9 +262,13 @@ def params(tt: TwoTier) -> np.ndarray:
                      tt.copy_s_per_byte])
 
 
+#: the cache factors :func:`fit_tiers` tries
+CACHE_FACTORS = tuple(np.round(np.arange(0.2, 1.0001, 0.05), 2))
+
+
 def fit_tiers(rows: list[dict], nodes: int, ranks_per_node: int,
-              burst_bytes: float = 0.0, cores: int = 0
-              ) -> tuple[TwoTier, dict]:
+              burst_bytes: float = 0.0, cores: int = 0,
+              cache_bytes: float = 0.0) -> tuple[TwoTier, dict]:
     """The :class:`TwoTier` that explains ``rows`` best (relative least
     squares), and the fit's report (``rms_rel_error``, ``max_rel_error``,
     per-row errors); ``touch`` rows give ``touch_s_per_byte``
@@ -261,7 +276,10 @@ def fit_tiers(rows: list[dict], nodes: int, ranks_per_node: int,
     ``cores``: the cores the ranks share (every calibration round has all
     ranks busy, so it does not change the fit); the
     ``barrier`` row (if any) gives the gap between calls. The bucket makes
-    the cost nonlinear in the link's bandwidth: fitted to a fixed point."""
+    the cost nonlinear in the link's bandwidth: fitted to a fixed point.
+    ``cache_bytes``: the last-level cache the ranks share; where some rows'
+    working sets fit in it and others do not, the cache factor is the one
+    of :data:`CACHE_FACTORS` whose fit is best."""
     gaps = [r["time_s"] for r in rows if r["pattern"] == "barrier"]
     touch = touch_cost(rows)
     rows = [r for r in rows if r["pattern"] in PATTERNS]
@@ -273,6 +291,31 @@ def fit_tiers(rows: list[dict], nodes: int, ranks_per_node: int,
     if (t <= 0).any():
         raise ValueError("every calibration time must be > 0")
     gap = float(np.median(gaps)) if gaps else 0.0
+    ranks = nodes * ranks_per_node
+    fits = {r["pattern"] == "intra" and ranks * row_working_set(r)
+            <= cache_bytes for r in rows}
+    factors = CACHE_FACTORS if cache_bytes and fits == {True, False} \
+        else (1.0,)
+    best = None
+    for f in factors:
+        tt, X, p = _fit_fixed_point(rows, t, nodes, ranks_per_node,
+                                    burst_bytes, gap, cores, touch,
+                                    cache_bytes, f)
+        rel = (X @ p - t) / t
+        rms = float(np.sqrt(np.mean(rel ** 2)))
+        if best is None or rms < best[0]:
+            best = (rms, tt, X, p, rel)
+    rms, tt, X, p, rel = best
+    report = {"gap_s": gap, "rms_rel_error": rms,
+              "max_rel_error": float(np.abs(rel).max()),
+              "rows": [dict(r, model_s=float(q)) for r, q in zip(rows, X @ p)]}
+    return tt, report
+
+
+def _fit_fixed_point(rows, t, nodes, ranks_per_node, burst_bytes, gap,
+                     cores, touch, cache_bytes, factor):
+    """:func:`fit_tiers` for one cache factor: the tiers, the features and
+    the parameters at the fixed point."""
     tt, last = None, None
     for _ in range(60):
         X = np.array([features(r, ranks_per_node, tt) for r in rows])
@@ -281,15 +324,10 @@ def fit_tiers(rows: list[dict], nodes: int, ranks_per_node: int,
         if b1 <= 0 or b2 <= 0:
             raise ValueError("the fit found no per-byte cost for a tier: "
                              "calibrate with larger messages")
-        new = TwoTier(nodes, ranks_per_node, Tier(a1, 1 / b1),
-                      Tier(a2, 1 / b2), gamma, call, burst_bytes, gap, cores,
-                      touch, oop, copy)
-        tt = new
+        tt = TwoTier(nodes, ranks_per_node, Tier(a1, 1 / b1),
+                     Tier(a2, 1 / b2), gamma, call, burst_bytes, gap, cores,
+                     touch, oop, copy, cache_bytes, factor)
         if last is not None and np.allclose(p, last, rtol=1e-10, atol=0):
             break
         last = p
-    rel = (X @ p - t) / t
-    report = {"gap_s": gap, "rms_rel_error": float(np.sqrt(np.mean(rel ** 2))),
-              "max_rel_error": float(np.abs(rel).max()),
-              "rows": [dict(r, model_s=float(q)) for r, q in zip(rows, X @ p)]}
-    return tt, report
+    return tt, X, p

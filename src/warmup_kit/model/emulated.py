@@ -49,6 +49,14 @@ bytes beyond gamma (:func:`src_bytes` finds them in the schedule), and
 from its input at the end (none in an all-reduce; calibration's exchanges
 have them). Calibration times its exchanges both ways to tell them apart.
 
+The fast tier is memory work, and memory is faster while the data fits in
+the CPU's last-level cache: when every rank's working set together
+(:func:`working_set`: output, input, the buffers received messages are
+reduced from) fits in :attr:`TwoTier.cache_bytes`, every per-byte cost of
+the fast tier (its bandwidth, gamma, the out-of-place and copy costs) is
+scaled by :attr:`TwoTier.cached_factor`. All the emulated nodes share one
+machine's cache, which a real cluster's nodes do not.
+
 With equal tiers the predictions reduce to the closed forms of
 :mod:`warmup_kit.model.costs` (``tests/test_emulated_model.py``).
 
@@ -130,6 +138,9 @@ class TwoTier:
             result written to a third array).
         copy_s_per_byte: the executor's copy, per byte, of a chunk a rank
             never writes, from its input into its output at the end.
+        cache_bytes: the last-level cache the ranks share (0: none).
+        cached_factor: what the fast tier's per-byte costs are multiplied
+            by when a call's working set fits in ``cache_bytes``.
     """
 
     nodes: int
@@ -144,6 +155,8 @@ class TwoTier:
     touch_s_per_byte: float = 0.0
     oop_s_per_byte: float = 0.0
     copy_s_per_byte: float = 0.0
+    cache_bytes: float = 0.0
+    cached_factor: float = 1.0
 
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.ranks_per_node < 1:
@@ -154,6 +167,8 @@ class TwoTier:
             raise ValueError("gamma_s_per_byte, call_s, burst_bytes, gap_s, "
                              "touch_s_per_byte, oop_s_per_byte and "
                              "copy_s_per_byte must be >= 0")
+        if self.cache_bytes < 0 or not self.cached_factor > 0:
+            raise ValueError("need cache_bytes >= 0 and cached_factor > 0")
 
     def start_tokens(self) -> float:
         """Tokens an uplink that was busy to the end of the last call holds
@@ -197,7 +212,16 @@ class TwoTier:
                    d.get("gap_s", 0.0), d.get("cores", 0),
                    d.get("touch_s_per_byte", 0.0),
                    d.get("oop_s_per_byte", 0.0),
-                   d.get("copy_s_per_byte", 0.0))
+                   d.get("copy_s_per_byte", 0.0),
+                   d.get("cache_bytes", 0.0), d.get("cached_factor", 1.0))
+
+    def scale(self, working_set_bytes: float) -> float:
+        """The factor on the fast tier's per-byte costs of a call whose
+        working set per rank is ``working_set_bytes``."""
+        if self.cache_bytes and \
+                self.ranks * working_set_bytes <= self.cache_bytes:
+            return self.cached_factor
+        return 1.0
 
     def output_s(self, nbytes: int) -> float:
         """First-touch seconds of the new output array of a public call
@@ -236,15 +260,33 @@ def src_bytes(s: Schedule, nbytes: int, *, itemsize: int = 8
     return oop, tail
 
 
+def working_set(s: Schedule, nbytes: int, *, itemsize: int = 8,
+                src: bool = False) -> float:
+    """Bytes one rank touches in a call of ``s`` (the largest over ranks):
+    its output, its input if out of place, and a buffer for each message
+    it reduces (the executor receives those apart, then reduces)."""
+    sizes = np.asarray(chunk_sizes(nbytes // itemsize, s.chunks),
+                       dtype=np.float64) * itemsize
+    staged = np.zeros(s.ranks)
+    for rnd in s.rounds:
+        for t in rnd:
+            if t.reduce:
+                staged[t.dst] += sizes[list(t.chunks)].sum()
+    return float(nbytes * (2 if src else 1) + staged.max())
+
+
 def round_times(tt: TwoTier, s: Schedule, nbytes: int, *,
                 itemsize: int = 8, tokens: float | None = None,
-                src: bool = False) -> tuple[np.ndarray, float]:
+                src: bool = False, scale: float = 1.0
+                ) -> tuple[np.ndarray, float]:
     """Seconds of each round of ``s`` on ``tt`` (ranks packed node by
     node), lock-step, with the uplinks' token buckets (see the module
     docstring), and the fewest tokens an uplink holds at the end.
 
     ``tokens``: each uplink's tokens at the start (default: full).
-    ``src``: run out of place (:attr:`TwoTier.oop_s_per_byte` applies)."""
+    ``src``: run out of place (:attr:`TwoTier.oop_s_per_byte` applies).
+    ``scale``: the factor on the fast tier's per-byte costs
+    (:meth:`TwoTier.scale`)."""
     if s.ranks != tt.ranks:
         raise ValueError(f"schedule for {s.ranks} ranks on a {tt.ranks}-rank "
                          "cluster")
@@ -258,7 +300,8 @@ def round_times(tt: TwoTier, s: Schedule, nbytes: int, *,
     # ports: rank egress/ingress (fast tier), node egress/ingress (uplink)
     out_port = np.where(cross, 2 * n + comp.src // g, comp.src)
     in_port = np.where(cross, 2 * n + tt.nodes + comp.dst // g, n + comp.dst)
-    bw = np.where(cross, tt.inter.bw_bytes_per_s, tt.intra.bw_bytes_per_s)
+    bw = np.where(cross, tt.inter.bw_bytes_per_s,
+                  tt.intra.bw_bytes_per_s / scale)
     alpha = np.where(cross, tt.inter.alpha_s, tt.intra.alpha_s)
     n_ports = 2 * n + 2 * tt.nodes
     cap = np.zeros(n_ports)
@@ -284,9 +327,9 @@ def round_times(tt: TwoTier, s: Schedule, nbytes: int, *,
         if tt.gamma_s_per_byte:
             red = np.bincount(comp.dst[sel], weights=tb[sel] *
                               comp.reduce[sel], minlength=n)
-            t = t + tt.gamma_s_per_byte * red[comp.dst[sel]]
+            t = t + scale * tt.gamma_s_per_byte * red[comp.dst[sel]]
         if oop is not None:
-            t = t + tt.oop_s_per_byte * oop[k, comp.dst[sel]]
+            t = t + scale * tt.oop_s_per_byte * oop[k, comp.dst[sel]]
         out[k] = t.max()
         # an uplink refills while it is not sending at the rate
         have = np.minimum(cap, have + rate * np.maximum(
@@ -302,15 +345,18 @@ def time_schedule(tt: TwoTier, s: Schedule, nbytes: int, *,
     rounds = np.zeros(0)
     tail = src_bytes(s, nbytes, itemsize=itemsize)[1].max() \
         if src and tt.copy_s_per_byte else 0.0
+    scale = tt.scale(working_set(s, nbytes, itemsize=itemsize, src=src)) \
+        if tt.cache_bytes else 1.0
     for _ in range(32):
         rounds, left = round_times(tt, s, nbytes, itemsize=itemsize,
-                                   tokens=tokens, src=src)
+                                   tokens=tokens, src=src, scale=scale)
         nxt = min(tt.burst_bytes, left + tt.inter.bw_bytes_per_s *
                   (tt.gap_s + tt.call_s))
         if abs(nxt - tokens) <= 1e-9 * max(1.0, tt.burst_bytes):
             break
         tokens = nxt
-    return float(rounds.sum() + tt.call_s + tt.copy_s_per_byte * tail)
+    return float(rounds.sum() + tt.call_s
+                 + scale * tt.copy_s_per_byte * tail)
 
 
 def predict(tt: TwoTier, algorithm: str, nbytes: int, *,
