@@ -75,6 +75,17 @@ def _dead(pid: int) -> bool:
     return state in (b"Z", b"X")
 
 
+def _advance(q: deque, r: "ShmRequest", n: int) -> bool:
+    """``n`` more bytes of ``r`` (the head of ``q``) moved; True, and ``r``
+    finished and off the queue, once all of it has."""
+    r.off += n
+    if r.off < r.data.size:
+        return False
+    q.popleft()
+    r.finished = True
+    return True
+
+
 def ctrl_bytes(size: int) -> int:
     """Bytes of the control segment of a group of ``size`` ranks."""
     return 8 * (size * ROW + size * size * (BOX + 2 + STEPS * META)) \
@@ -322,11 +333,8 @@ class ShmComm(Comm):
                 slots[me, p, k, :n] = r.data[r.off:r.off + n]
                 meta[me, p, k] = (n, r.data.size, r.tag, r.off)
                 h[0] += 1              # publish after the data
-                r.off += n
                 moved = True
-                if r.off >= r.data.size:
-                    q.popleft()
-                    r.finished = True
+                if _advance(q, r, n):
                     self.stats.sent(p, r.data.size)
         for p, q in self._rq.items():
             h = box[p, me]
@@ -341,11 +349,8 @@ class ShmComm(Comm):
                         f"{r.data.size} bytes were expected")
                 r.data[r.off:r.off + n] = slots[p, me, k, :n]
                 h[1] += 1              # the slot is free again
-                r.off += n
                 moved = True
-                if r.off >= r.data.size:
-                    q.popleft()
-                    r.finished = True
+                if _advance(q, r, n):
                     self.stats.received(p, r.data.size)
         return moved
 
