@@ -231,6 +231,12 @@ class TwoTier:
             else 0.0
 
 
+def _chunk_bytes(s: Schedule, nbytes: int, itemsize: int) -> np.ndarray:
+    """Bytes of each chunk of ``s`` for a buffer of ``nbytes``."""
+    return np.asarray(chunk_sizes(nbytes // itemsize, s.chunks),
+                      dtype=np.float64) * itemsize
+
+
 def src_bytes(s: Schedule, nbytes: int, *, itemsize: int = 8
               ) -> tuple[np.ndarray, np.ndarray]:
     """What running ``s`` out of place reads from each rank's input:
@@ -239,8 +245,7 @@ def src_bytes(s: Schedule, nbytes: int, *, itemsize: int = 8
     reduction; each target chunk counted once a round), and per rank the
     bytes of the chunks it never writes (copied from the input at the
     end, as the executors do)."""
-    sizes = np.asarray(chunk_sizes(nbytes // itemsize, s.chunks),
-                       dtype=np.float64) * itemsize
+    sizes = _chunk_bytes(s, nbytes, itemsize)
     oop = np.zeros((len(s.rounds), s.ranks))
     written = [set() for _ in range(s.ranks)]
     for k, rnd in enumerate(s.rounds):
@@ -265,8 +270,7 @@ def working_set(s: Schedule, nbytes: int, *, itemsize: int = 8,
     """Bytes one rank touches in a call of ``s`` (the largest over ranks):
     its output, its input if out of place, and a buffer for each message
     it reduces (the executor receives those apart, then reduces)."""
-    sizes = np.asarray(chunk_sizes(nbytes // itemsize, s.chunks),
-                       dtype=np.float64) * itemsize
+    sizes = _chunk_bytes(s, nbytes, itemsize)
     staged = np.zeros(s.ranks)
     for rnd in s.rounds:
         for t in rnd:
@@ -277,22 +281,22 @@ def working_set(s: Schedule, nbytes: int, *, itemsize: int = 8,
 
 def round_times(tt: TwoTier, s: Schedule, nbytes: int, *,
                 itemsize: int = 8, tokens: float | None = None,
-                src: bool = False, scale: float = 1.0
+                oop: np.ndarray | None = None, scale: float = 1.0
                 ) -> tuple[np.ndarray, float]:
     """Seconds of each round of ``s`` on ``tt`` (ranks packed node by
     node), lock-step, with the uplinks' token buckets (see the module
     docstring), and the fewest tokens an uplink holds at the end.
 
     ``tokens``: each uplink's tokens at the start (default: full).
-    ``src``: run out of place (:attr:`TwoTier.oop_s_per_byte` applies).
+    ``oop``: run out of place, these bytes reduced from the input per
+    round and rank (:func:`src_bytes`; :attr:`TwoTier.oop_s_per_byte`).
     ``scale``: the factor on the fast tier's per-byte costs
     (:meth:`TwoTier.scale`)."""
     if s.ranks != tt.ranks:
         raise ValueError(f"schedule for {s.ranks} ranks on a {tt.ranks}-rank "
                          "cluster")
     comp = compile_schedule(s)
-    sizes = np.asarray(chunk_sizes(nbytes // itemsize, s.chunks),
-                       dtype=np.float64) * itemsize
+    sizes = _chunk_bytes(s, nbytes, itemsize)
     tb = np.bincount(comp.flat_transfer, weights=sizes[comp.flat_chunk],
                      minlength=len(comp.src))
     g, n = tt.ranks_per_node, tt.ranks
@@ -310,8 +314,6 @@ def round_times(tt: TwoTier, s: Schedule, nbytes: int, *,
     rate = tt.inter.bw_bytes_per_s
     cores = tt.cores or n
     full = max(1.0, n / cores)
-    oop = src_bytes(s, nbytes, itemsize=itemsize)[0] \
-        if src and tt.oop_s_per_byte else None
     out = np.zeros(comp.n_rounds)
     for k in range(comp.n_rounds):
         sel = np.flatnonzero((comp.round_of == k) & (tb > 0))
@@ -343,20 +345,20 @@ def time_schedule(tt: TwoTier, s: Schedule, nbytes: int, *,
     of repeated calls (``gap_s`` apart); ``src``: out of place."""
     tokens = tt.burst_bytes
     rounds = np.zeros(0)
-    tail = src_bytes(s, nbytes, itemsize=itemsize)[1].max() \
-        if src and tt.copy_s_per_byte else 0.0
+    oop, tail = src_bytes(s, nbytes, itemsize=itemsize) if src and (
+        tt.oop_s_per_byte or tt.copy_s_per_byte) else (None, np.zeros(1))
     scale = tt.scale(working_set(s, nbytes, itemsize=itemsize, src=src)) \
         if tt.cache_bytes else 1.0
     for _ in range(32):
         rounds, left = round_times(tt, s, nbytes, itemsize=itemsize,
-                                   tokens=tokens, src=src, scale=scale)
+                                   tokens=tokens, oop=oop, scale=scale)
         nxt = min(tt.burst_bytes, left + tt.inter.bw_bytes_per_s *
                   (tt.gap_s + tt.call_s))
         if abs(nxt - tokens) <= 1e-9 * max(1.0, tt.burst_bytes):
             break
         tokens = nxt
     return float(rounds.sum() + tt.call_s
-                 + scale * tt.copy_s_per_byte * tail)
+                 + scale * tt.copy_s_per_byte * tail.max())
 
 
 def predict(tt: TwoTier, algorithm: str, nbytes: int, *,
