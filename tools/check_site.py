@@ -122,6 +122,17 @@ GRIPS = ("Array.from(" + W + ".querySelectorAll('.slider-rail-touch-rect'))"
          ".map(e => {{const g = e.closest('.slider-group')"
          ".querySelector('.slider-grip-rect');"
          " return g ? Math.round(g.getBoundingClientRect().left) : -1;}})")
+RAIL = W + ".querySelectorAll('.slider-rail-touch-rect')[{k}]"
+# what a click at (x, y) would reach, '' when it is slider k's rail (or its
+# grip, which sits on the rail)
+HIT = ("(() => {{const e = document.elementFromPoint({x}, {y});"
+       " const g = " + RAIL + ".closest('.slider-group');"
+       " if (e && g.contains(e)) return '';"
+       " if (!e) return 'nothing (outside the viewport ' + innerWidth + 'x' +"
+       " innerHeight + ')';"
+       " return e.tagName.toLowerCase() + (e.className && e.className.baseVal"
+       " !== undefined ? '.' + e.className.baseVal : e.className ? '.' +"
+       " e.className : '');}})()")
 RAILS = ("Array.from(" + W + ".querySelectorAll('.slider-rail-touch-rect'))"
          ".map(e => {{const b = e.getBoundingClientRect();"
          " return [b.left, b.top, b.width, b.height];}})")
@@ -181,15 +192,28 @@ def drive_widgets(page, name: str, out: Path) -> tuple[int, list[str]]:
             # (it does not move), the near end: one of the two is another
             # value. Then wait for the redraw, slow on a loaded machine
             # (a late redraw must not be taken for a click that missed).
+            # The rail itself is brought to the middle of the viewport: a
+            # tall widget's last slider, scrolled to by the widget's top,
+            # can sit a few pixels from the bottom edge, and a click
+            # outside the viewport reaches nothing.
+            page.eval(f"({RAIL.format(i=i, k=k)})"
+                      ".scrollIntoView({block: 'center'})")
             took = False
             for frac in (0.97, 0.03):
                 grip = page.eval(GRIPS.format(i=i))[k]
                 rx, ry, rw, rh = settle(page, RAILS.format(i=i))[k]
-                page.click(rx + frac * rw, ry + rh / 2)
+                x, y = rx + frac * rw, ry + rh / 2
+                hit = page.eval(HIT.format(i=i, k=k, x=x, y=y))
+                if hit:
+                    break
+                page.click(x, y)
                 if page.wait(f"({GRIPS.format(i=i)})[{k}] !== {grip}", 10):
                     took = True
                     break
-            if not took:
+            if hit:
+                bad.append(f"widget {i}: slider {k}: a click at "
+                           f"({x:.0f}, {y:.0f}) lands on {hit}")
+            elif not took:
                 bad.append(f"widget {i}: slider {k} does not move on a click")
             elif not page.wait(f"({TITLE.format(i=i)}) !== "
                                f"{json.dumps(before)}", 30):
@@ -197,7 +221,10 @@ def drive_widgets(page, name: str, out: Path) -> tuple[int, list[str]]:
                            f"({before!r})")
             time.sleep(0.2)
             before = page.eval(TITLE.format(i=i))
-            moved += 1
+            moved += took
+            # (the clip is in page coordinates: back to the widget's top)
+            page.eval(f"{W.format(i=i)}.scrollIntoView({{block: 'start'}})")
+            settle(page, RAILS.format(i=i))
             page.screenshot(out / f"{name}-widget{i}-slider{k}.png", clip)
     return moved, bad
 
