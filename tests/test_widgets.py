@@ -238,3 +238,47 @@ def test_named_y_ticks_in_both_renderings():
     ax = render_mpl(panel).axes[0]
     assert [t.get_text() for t in ax.get_yticklabels()] == \
         ["all-reduce", "compute"]
+
+
+def test_panel_titles_wrap_to_their_panel_and_the_plot_keeps_its_height():
+    from warmup_kit.viz.render_plotly import (
+        PLOT_PX, TITLE_CHAR_PX, TITLE_LINE_PX, TOP_PX, panel_domains,
+        plotly_layout, title_lines)
+    doms = panel_domains(3)
+    widths = [b - a for a, b in doms]
+    assert max(widths) - min(widths) < 1e-12          # the middle one too
+    assert doms[0][0] == 0 and abs(doms[-1][1] - 1) < 1e-12
+    assert all(a[1] < b[0] for a, b in zip(doms, doms[1:]))
+    long = "CP: every activation split by tokens; K,V go round"
+    assert title_lines(long, 1) == [long]             # a lone panel: no wrap
+    lines = title_lines(long, 3)
+    assert len(lines) > 1 and " ".join(lines) == long
+    assert all(len(t) <= PLOT_PX / 3 / TITLE_CHAR_PX for t in lines)
+    panels = [Panel([Line([0, 1], [0, 1])], title=t)
+              for t in ("short", long, "x")]
+    ranges = [([0, 1], [0, 1])] * 3
+    layout = plotly_layout(Figure(panels), ranges)
+    assert layout["margin"]["t"] == TOP_PX + TITLE_LINE_PX * (len(lines) - 1)
+    assert layout["annotations"][1]["text"] == "<br>".join(lines)
+    # a widget whose frames' titles differ in length keeps one margin, and
+    # grows by it, so that the sliders stay where the plot area puts them
+    def view(n):
+        return Figure([Panel([Line([0, 1], [0, n])],
+                             title=long if n == 2 else "short"),
+                       Panel([Line([0, 1], [1, 0])], title="b"),
+                       Panel([Line([0, 1], [1, 1])], title="c")])
+    plain = explore(lambda n: Figure([Panel([Line([0, 1], [0, n])])]),
+                    [Knob("n", [1, 2], 1)], static=True).plotly_json()
+    fig = explore(view, [Knob("n", [1, 2], 1)], static=True).plotly_json()
+    extra = TITLE_LINE_PX * (len(lines) - 1)
+    assert fig["layout"]["height"] == plain["layout"]["height"] + extra
+    assert {f["layout"]["margin"]["t"] for f in fig["frames"]} == \
+        {TOP_PX + extra}
+
+
+def test_slider_end_labels_get_room_at_the_figure_edges():
+    fig = explore(lambda m: Figure([Panel([Line([0, 1], [0, 1])])]),
+                  [Knob("m", ["a", "a much longer label"], "a")],
+                  static=True).plotly_json()
+    pad = fig["layout"]["sliders"][0]["pad"]
+    assert pad["r"] > pad["l"] > 0

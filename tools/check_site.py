@@ -15,7 +15,9 @@ every toc entry was built and, on every page:
   or row, ``$$``, a literal ``**``), outside code and preformatted output;
 * every table of the source (pipe tables in Markdown cells, HTML tables in
   outputs) is a ``<table>`` on the page;
-* every image, figure and Plotly widget has a non-zero size;
+* every image, figure and Plotly widget has a non-zero size, and no
+  figure's text (titles, labels, ticks, legend, the sliders' labels) runs
+  off its edges, before or after a slider moves;
 * every formula was typeset by MathJax;
 * every kernel-free widget responds to its sliders: moving each slider with
   real mouse clicks changes the figure (its titles or its traces' data)
@@ -104,6 +106,22 @@ FIRST_TABLE = r"""(() => {
   return {x: b.left + scrollX - 8, y: b.top + scrollY - 8,
           width: b.width + 16, height: b.height + 16};
 })()"""
+
+# a widget's texts (titles, axis labels, ticks, legend) that run past its
+# figure's left, right or top edge: cut off on the page
+SPILL = r"""(() => { const out = [];
+  document.querySelectorAll('.warmup-widget').forEach((w, i) => {
+    const gd = w.querySelector('.js-plotly-plot'); if (!gd) return;
+    const b = gd.getBoundingClientRect();
+    gd.querySelectorAll('.annotation-text, .gtitle, .g-xtitle text,' +
+        ' .g-ytitle text, .xtick text, .ytick text, .legendtext,' +
+        ' .slider-label, .slider-current-value')
+      .forEach(t => { const r = t.getBoundingClientRect();
+        if (r.width && (r.left < b.left - 1 || r.right > b.right + 1 ||
+                        r.top < b.top - 1))
+          out.push('widget ' + i + ': text runs off the figure: ' +
+                   JSON.stringify(t.textContent.slice(0, 60))); }); });
+  return out; })()"""
 
 WIDGETS = "document.querySelectorAll('.warmup-widget')"
 W = "document.querySelectorAll('.warmup-widget')[{i}]"
@@ -222,6 +240,8 @@ def drive_widgets(page, name: str, out: Path) -> tuple[int, list[str]]:
             time.sleep(0.2)
             before = page.eval(TITLE.format(i=i))
             moved += took
+            bad += [b for b in page.eval(SPILL) if b.startswith(f"widget {i}:")
+                    and b not in bad]
             # (the clip is in page coordinates: back to the widget's top)
             page.eval(f"{W.format(i=i)}.scrollIntoView({{block: 'start'}})")
             settle(page, RAILS.format(i=i))
@@ -252,6 +272,7 @@ def check_page(page, path: Path, site: Path, source: Path | None, out: Path
     time.sleep(0.3)
     bad += page.eval(RAW_MARKDOWN)
     bad += page.eval(SIZES)
+    bad += page.eval(SPILL)
     want = expected_tables(source)
     got = page.eval("(document.querySelector('main') || document.body)"
                     ".querySelectorAll('table').length")
@@ -263,7 +284,7 @@ def check_page(page, path: Path, site: Path, source: Path | None, out: Path
         box = page.eval(FIRST_TABLE)
         page.screenshot(out / f"{name}-table0.png", box)
     moved, wbad = drive_widgets(page, name, out)
-    bad += wbad
+    bad = list(dict.fromkeys(bad + wbad))     # (a spill seen twice, once)
     time.sleep(0.2)
     page.eval("0")                    # collect the last console events
     bad += console_errors(page.events)

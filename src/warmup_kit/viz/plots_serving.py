@@ -60,7 +60,7 @@ def decode_view(model: str, tp_group: str, batch: int, context: int,
                         name="of which all-reduces", dash=True),
                    Points([batch], [ms[i]],
                           [f"{st.tokens_per_s:,.0f} tokens/s"])],
-                  title=f"per GPU: KV {st.kv_bytes_per_gpu / GIB:,.1f} + "
+                  title=f"per GPU: KV {st.kv_bytes_per_gpu / GIB:,.1f} GiB + "
                         f"weights {st.weight_bytes_per_gpu / GIB:.0f} GiB "
                         f"({fits})",
                   xlabel="batch (sequences decoded together)",

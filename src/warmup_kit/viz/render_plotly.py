@@ -96,21 +96,72 @@ def line_ranges(frames: list[Figure], p: int, log: bool, axis: str):
     return [lo - pad, hi + pad]
 
 
-def plotly_layout(spec: Figure, ranges: list) -> dict:
+#: a panel title's characters per pixel of width (13 px sans-serif)
+TITLE_CHAR_PX = 7.0
+#: the height of one more line of a panel's title, in pixels
+TITLE_LINE_PX = 17
+#: the top margin (figure title, one line of panel titles), in pixels
+TOP_PX = 70
+
+
+def panel_domains(k: int) -> list[tuple[float, float]]:
+    """Each of ``k`` side-by-side panels' x domain (paper coordinates): the
+    same width each, a gap between neighbours for the next one's y axis."""
+    gap = 0.12 if k > 1 else 0.0
+    w = (1 - gap * (k - 1)) / k
+    return [(p * (w + gap), p * (w + gap) + w) for p in range(k)]
+
+
+def title_lines(text: str, k: int) -> list[str]:
+    """A panel's title broken at spaces into lines that fit the panel's
+    width when ``k`` panels share the figure (one line when ``k`` is 1: a
+    lone panel's title has the figure's whole width)."""
+    if k == 1:
+        return [text]
+    width = max(12, int(PLOT_PX / k / TITLE_CHAR_PX))
+    lines: list[str] = []
+    for word in text.split():
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines or [""]
+
+
+def most_title_lines(specs: Sequence[Figure]) -> int:
+    """The most lines any panel title of ``specs`` takes (see
+    :func:`title_lines`)."""
+    return max((len(title_lines(p.title, len(s.panels)))
+                for s in specs for p in s.panels), default=1)
+
+
+def plotly_layout(spec: Figure, ranges: list, lines: int | None = None
+                  ) -> dict:
+    """Plotly's layout for ``spec``. ``lines``: the panel titles' room, in
+    lines (default: what this spec's titles take; a widget passes the most
+    over all its frames, so that the plot does not jump as sliders move)."""
     k = len(spec.panels)
-    gap = 0.12 if k > 1 else 0.0       # room for the next panel's y axis
-    layout: dict = dict(title=dict(text=html.escape(spec.title), x=0.5),
-                        annotations=[], margin=dict(t=70, l=60, r=20),
+    lines = most_title_lines([spec]) if lines is None else lines
+    # a title of several lines grows up from the panel's top: the figure's
+    # own title is pinned to the top edge, above it
+    top = TOP_PX + TITLE_LINE_PX * (lines - 1)
+    layout: dict = dict(title=dict(text=html.escape(spec.title), x=0.5,
+                                   yref="container", y=1, yanchor="top",
+                                   pad=dict(t=20)),
+                        annotations=[], margin=dict(t=top, l=60, r=20),
                         legend=dict(x=0.01, y=0.99, xanchor="left",
                                     yanchor="top",
                                     bgcolor="rgba(255,255,255,0.8)"),
                         plot_bgcolor="white")
     for p, panel in enumerate(spec.panels):
         sfx = "" if p == 0 else str(p + 1)
-        x0, x1 = p / k + gap / 2 * (p > 0), (p + 1) / k - gap / 2 * (p < k - 1)
+        x0, x1 = panel_domains(k)[p]
         grid = next((t for t in panel.traces if isinstance(t, Grid)), None)
+        # (automargin: a long category label at the right end, slanted,
+        # widens the right margin instead of running off the figure)
         xa = dict(domain=[x0, x1], title=dict(text=panel.xlabel),
                   anchor=f"y{sfx}", gridcolor="#e5e5e5",
+                  automargin="left+right",
                   type="log" if panel.logx else "-")  # "-": autotype
         ya = dict(title=dict(text=panel.ylabel), anchor=f"x{sfx}",
                   gridcolor="#e5e5e5", type="log" if panel.logy else "linear")
@@ -132,7 +183,8 @@ def plotly_layout(spec: Figure, ranges: list) -> dict:
                           ticktext=[t for _, t in panel.yticks])
         layout[f"xaxis{sfx}"], layout[f"yaxis{sfx}"] = xa, ya
         layout["annotations"].append(dict(
-            text=html.escape(panel.title), x=(x0 + x1) / 2, y=1.0,
+            text="<br>".join(html.escape(t) for t in title_lines(
+                panel.title, k)), x=(x0 + x1) / 2, y=1.0,
             xref="paper", yref="paper", xanchor="center", yanchor="bottom",
             showarrow=False, font=dict(size=13)))
     return layout

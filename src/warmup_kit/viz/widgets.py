@@ -34,7 +34,8 @@ from typing import Any, Callable, Sequence
 
 from warmup_kit.viz.render_mpl import png_bytes, render_mpl
 from warmup_kit.viz.render_plotly import (
-    figure_data, frame_key, line_ranges, plotly_layout, shape_data)
+    TOP_PX, figure_data, frame_key, line_ranges, most_title_lines,
+    plotly_layout, shape_data)
 from warmup_kit.viz.spec import (
     MAX_FRAMES, SLIDER_PX, STATIC_ENV, Bars, Figure, Grid, Knob, Line, Panel, Points, as_figure, static_mode)
 
@@ -96,19 +97,29 @@ class Explorer:
                    line_ranges(specs, p, pan.logy, "y"))
                   for p, pan in enumerate(specs[0].panels)]
         first = frames[default]
-        layout = plotly_layout(first, ranges)
+        lines = most_title_lines(specs)
+        layout = plotly_layout(first, ranges, lines)
         k = len(self.knobs)
-        layout.update(height=self.height + SLIDER_PX * k,
+        # (the panel titles' extra lines get their own room: the plot area,
+        # which the sliders' positions are measured in, keeps its height)
+        extra = layout["margin"]["t"] - TOP_PX
+        layout.update(height=self.height + SLIDER_PX * k + extra,
                       sliders=self._sliders(default), autosize=True)
         layout["margin"]["b"] = 90 + SLIDER_PX * k
         return dict(data=figure_data(first), layout=layout, frames=[
             dict(name=frame_key(i), data=figure_data(f),
-                 layout=plotly_layout(f, ranges))
+                 layout=plotly_layout(f, ranges, lines))
             for i, f in frames.items()])
 
     def _sliders(self, default: tuple[int, ...]) -> list[dict]:
         paper_px = self.height - 160          # plot area: height - margins
-        return [dict(name=k.name, active=default[j], pad=dict(t=0),
+        # a label is centred on its tick: the rail's ends sit in from the
+        # figure's edges by half the end labels' width (about 3.5 px a
+        # character at the sliders' 12 px), so that they are not cut off
+        def half(v) -> int:
+            return int(3.5 * len(str(v))) + 4
+        return [dict(name=k.name, active=default[j],
+                     pad=dict(t=0, l=half(k.values[0]), r=half(k.values[-1])),
                      y=-(75 + SLIDER_PX * j) / paper_px, yanchor="top",
                      currentvalue=dict(prefix=f"{k.text} = "),
                      steps=[dict(method="skip", label=str(v), value=str(i),
