@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from warmup_kit.comm.mpirun import mpich_segments, sweep_segments
+
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
 MPI_SCRIPTS = TESTS / "mpi"
@@ -85,7 +87,7 @@ def run_command(cmd: list[str], *, timeout: float, env: dict | None = None,
     """Run ``cmd`` in its own session; on ``timeout`` kill the whole process
     group (mpiexec and every rank it started), reap it, and fail the test."""
     full_env = {**os.environ, **MPICH_ENV, **(env or {})}
-    shm_before = _mpich_segments()
+    shm_before = mpich_segments()
     t0 = time.monotonic()
     proc = subprocess.Popen([str(c) for c in cmd], cwd=cwd, env=full_env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -104,61 +106,11 @@ def run_command(cmd: list[str], *, timeout: float, env: dict | None = None,
             proc.communicate()
     # ranks of a finished mpiexec must not outlive it
     _kill_group(proc)
-    _sweep_mpich_segments(shm_before, proc.pid)
+    # MPICH unlinks its /dev/shm segments at MPI_Finalize: a job killed on
+    # its deadline (or on purpose, as the failure tests do) leaves them
+    sweep_segments(shm_before)
     return Run(cmd, proc.returncode, out, err, time.monotonic() - t0)
 
-
-SHM = Path("/dev/shm")
-
-
-def _mpich_segments() -> set[Path]:
-    return set(SHM.glob("mpich_shm_*")) if SHM.is_dir() else set()
-
-
-def _open_files() -> set[str]:
-    """Every file some process holds open or maps (/proc/*/fd, maps)."""
-    held = set()
-    for fd in Path("/proc").glob("[0-9]*/fd/*"):
-        try:
-            held.add(os.readlink(fd))
-        except OSError:
-            pass
-    for maps in Path("/proc").glob("[0-9]*/maps"):
-        try:
-            held |= {line.split(None, 5)[5].strip()
-                     for line in maps.read_text().splitlines()
-                     if line.count(" ") >= 5 and "/dev/shm/" in line}
-        except (OSError, IndexError):
-            pass
-    return held
-
-
-def _group_gone(pgid: int, timeout: float = 5.0) -> None:
-    """Wait (up to ``timeout``) until no process of group ``pgid`` is left:
-    SIGKILL is delivered at once but a process dies in its own time."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            os.killpg(pgid, 0)
-        except (ProcessLookupError, PermissionError):
-            return
-        time.sleep(0.02)
-
-
-def _sweep_mpich_segments(before: set[Path], pgid: int) -> None:
-    """Remove the shared-memory segments MPICH made for a job that is over
-    and that no process holds: MPICH unlinks them at MPI_Finalize, so a job
-    killed on its deadline (or on purpose, as the failure tests do) left
-    each of its nodes' segments in /dev/shm, 14 a test run."""
-    new = _mpich_segments() - before
-    if not new:
-        return
-    _group_gone(pgid)
-    new = _mpich_segments() - before
-    held = _open_files()
-    for seg in new:
-        if str(seg) not in held:
-            seg.unlink(missing_ok=True)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

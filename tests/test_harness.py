@@ -9,7 +9,8 @@ import uuid
 
 import pytest
 
-from conftest import SHM, run_command
+from conftest import run_command
+from warmup_kit.comm.mpirun import SHM_DIR as SHM
 
 pytestmark = [pytest.mark.multiproc,
               pytest.mark.skipif(not SHM.is_dir(), reason="needs /dev/shm")]

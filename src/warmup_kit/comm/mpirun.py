@@ -88,20 +88,27 @@ def remove_orphan_segments(candidates: set[str]) -> list[str]:
     return gone
 
 
+def sweep_segments(before: set[str], wait_s: float = 5.0) -> None:
+    """Remove the MPICH segments made since ``before`` (a
+    :func:`mpich_segments` snapshot) that no live process maps. A killed
+    rank maps its segment until the kernel has torn it down, which can
+    outlast mpiexec's exit: while some are still mapped, retry for up to
+    ``wait_s`` seconds."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        remove_orphan_segments(mpich_segments() - before)
+        if not mpich_segments() - before or time.monotonic() > deadline:
+            return
+        time.sleep(0.1)
+
+
 def _kill(proc: subprocess.Popen, before: set[str]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
     proc.communicate()
-    # a killed rank maps its segment until the kernel has torn it down,
-    # which can outlast mpiexec's exit: retry for a few seconds
-    deadline = time.monotonic() + 5.0
-    while True:
-        remove_orphan_segments(mpich_segments() - before)
-        if not mpich_segments() - before or time.monotonic() > deadline:
-            return
-        time.sleep(0.1)
+    sweep_segments(before)
 
 
 def run_mpi(target: str, n: int = 4, *, args: Sequence = (),
