@@ -135,11 +135,9 @@ TITLE = ("(() => {{const w = " + W + "; const t = Array.from(w.querySelectorAll(
          " let h = 5381; for (let j = 0; j < s.length; j++)"
          " h = ((h * 33) ^ s.charCodeAt(j)) >>> 0;"
          " return t + ' #' + h.toString(16);}})()")
-# where each slider's grip sits (it moves as soon as a click takes)
-GRIPS = ("Array.from(" + W + ".querySelectorAll('.slider-rail-touch-rect'))"
-         ".map(e => {{const g = e.closest('.slider-group')"
-         ".querySelector('.slider-grip-rect');"
-         " return g ? Math.round(g.getBoundingClientRect().left) : -1;}})")
+# each slider's step (Plotly sets it as soon as a click takes)
+ACTIVE = ("Array.from(" + W + ".querySelector('.js-plotly-plot').layout"
+          ".sliders || []).map(s => s.active)")
 RAIL = W + ".querySelectorAll('.slider-rail-touch-rect')[{k}]"
 # what a click at (x, y) would reach, '' when it is slider k's rail (or its
 # grip, which sits on the rail)
@@ -190,6 +188,45 @@ def settle(page, expr: str, timeout_s: float = 10):
     return last
 
 
+def _clip(page, i: int) -> dict:
+    """Widget ``i``'s box in page coordinates, scrolled to its top: taken
+    again for every screenshot (a late redraw above it moves it)."""
+    page.eval(f"{W.format(i=i)}.scrollIntoView({{block: 'start'}})")
+    settle(page, RAILS.format(i=i))
+    x, y, w, h = page.eval(
+        f"(() => {{const b = {W.format(i=i)}.getBoundingClientRect();"
+        " return [b.left + scrollX, b.top + scrollY, b.width, b.height];})()")
+    return {"x": x, "y": y, "width": w, "height": h}
+
+
+def _click_slider(page, i: int, k: int) -> tuple[bool, str]:
+    """Click slider ``k`` of widget ``i`` until its step changes: (whether
+    it did, what a click would land on if not the rail)."""
+    # The rail itself is brought to the middle of the viewport: a tall
+    # widget's last slider, scrolled to by the widget's top, can sit a few
+    # pixels from the bottom edge, and a click outside the viewport reaches
+    # nothing. Click the far end of the rail; if the step sat there already
+    # (it does not change), the near end: one of the two is another value.
+    # A page still settling (a redraw above, a scrollbar coming or going)
+    # can move the rail between measuring it and clicking: one more round.
+    # "Changed" is the slider's own step, not the grip's pixels, which such
+    # a redraw moves too.
+    for _ in range(2):
+        page.eval(f"({RAIL.format(i=i, k=k)})"
+                  ".scrollIntoView({block: 'center'})")
+        for frac in (0.97, 0.03):
+            step = page.eval(ACTIVE.format(i=i))[k]
+            rx, ry, rw, rh = settle(page, RAILS.format(i=i))[k]
+            x, y = rx + frac * rw, ry + rh / 2
+            hit = page.eval(HIT.format(i=i, k=k, x=x, y=y))
+            if hit:
+                return False, f"a click at ({x:.0f}, {y:.0f}) lands on {hit}"
+            page.click(x, y)
+            if page.wait(f"({ACTIVE.format(i=i)})[{k}] !== {step}", 10):
+                return True, ""
+    return False, ""
+
+
 def drive_widgets(page, name: str, out: Path) -> tuple[int, list[str]]:
     """Move every slider of every widget; (sliders moved, problems)."""
     moved, bad = 0, []
@@ -197,40 +234,14 @@ def drive_widgets(page, name: str, out: Path) -> tuple[int, list[str]]:
         rails = page.eval(RAILS.format(i=i))
         if not rails:
             continue                  # a plain figure
-        page.eval(f"{W.format(i=i)}.scrollIntoView({{block: 'start'}})")
-        settle(page, RAILS.format(i=i))
-        x, y, w, h = page.eval(
-            f"(() => {{const b = {W.format(i=i)}.getBoundingClientRect();"
-            " return [b.left + scrollX, b.top + scrollY, b.width,"
-            " b.height];})()")
-        clip = {"x": x, "y": y, "width": w, "height": h}
+        _clip(page, i)
         before = page.eval(TITLE.format(i=i))
         for k in range(len(rails)):
-            # click the far end of the rail; if the grip already sat there
-            # (it does not move), the near end: one of the two is another
-            # value. Then wait for the redraw, slow on a loaded machine
-            # (a late redraw must not be taken for a click that missed).
-            # The rail itself is brought to the middle of the viewport: a
-            # tall widget's last slider, scrolled to by the widget's top,
-            # can sit a few pixels from the bottom edge, and a click
-            # outside the viewport reaches nothing.
-            page.eval(f"({RAIL.format(i=i, k=k)})"
-                      ".scrollIntoView({block: 'center'})")
-            took = False
-            for frac in (0.97, 0.03):
-                grip = page.eval(GRIPS.format(i=i))[k]
-                rx, ry, rw, rh = settle(page, RAILS.format(i=i))[k]
-                x, y = rx + frac * rw, ry + rh / 2
-                hit = page.eval(HIT.format(i=i, k=k, x=x, y=y))
-                if hit:
-                    break
-                page.click(x, y)
-                if page.wait(f"({GRIPS.format(i=i)})[{k}] !== {grip}", 10):
-                    took = True
-                    break
+            took, hit = _click_slider(page, i, k)
+            # then wait for the redraw, slow on a loaded machine (a late
+            # redraw must not be taken for a click that missed)
             if hit:
-                bad.append(f"widget {i}: slider {k}: a click at "
-                           f"({x:.0f}, {y:.0f}) lands on {hit}")
+                bad.append(f"widget {i}: slider {k}: {hit}")
             elif not took:
                 bad.append(f"widget {i}: slider {k} does not move on a click")
             elif not page.wait(f"({TITLE.format(i=i)}) !== "
@@ -242,10 +253,8 @@ def drive_widgets(page, name: str, out: Path) -> tuple[int, list[str]]:
             moved += took
             bad += [b for b in page.eval(SPILL) if b.startswith(f"widget {i}:")
                     and b not in bad]
-            # (the clip is in page coordinates: back to the widget's top)
-            page.eval(f"{W.format(i=i)}.scrollIntoView({{block: 'start'}})")
-            settle(page, RAILS.format(i=i))
-            page.screenshot(out / f"{name}-widget{i}-slider{k}.png", clip)
+            page.screenshot(out / f"{name}-widget{i}-slider{k}.png",
+                            _clip(page, i))
     return moved, bad
 
 
