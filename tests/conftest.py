@@ -112,7 +112,6 @@ def run_command(cmd: list[str], *, timeout: float, env: dict | None = None,
     return Run(cmd, proc.returncode, out, err, time.monotonic() - t0)
 
 
-
 def _kill_group(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
