@@ -60,6 +60,22 @@ def test_a_stopped_rank_is_named_by_every_survivor_every_time(
     assert sum(named) == runs
 
 
+@pytest.mark.multiproc
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("transport", ["sockets", "shm"])
+def test_the_launcher_does_not_wait_out_its_grace_for_a_stopped_rank(
+        transport, no_leftover_processes):
+    """A stopped rank cannot report until it is continued: once every
+    other rank has, the launch ends (it had waited the whole grace)."""
+    t0 = time.monotonic()
+    out = wk.launch(stop_one, 3, args=(1, 1, 1.0), transport=transport,
+                    timeout=90, grace=60, return_exceptions=True)
+    took = time.monotonic() - t0
+    assert took < 20, f"the launch took {took:.1f} s (grace 60 s)"
+    assert [getattr(out[r], "peer", None) for r in (0, 2)] == [1, 1], out
+    assert "stopped (SIGSTOP)" in str(out[1]), out[1]
+
+
 # ------------------------------------------------------- a killed launcher
 LAUNCHER = """
 import os, sys, time

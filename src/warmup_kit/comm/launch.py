@@ -28,6 +28,7 @@ import time
 import traceback
 from typing import Any, Callable, Sequence
 
+from warmup_kit import proc as proc_state
 from warmup_kit.comm import shm
 from warmup_kit.comm.mesh import new_secret
 from warmup_kit.comm.sockets import SocketComm
@@ -115,7 +116,8 @@ def launch(fn: Callable[..., Any], world: int = 4, *, args: Sequence = (),
         return_exceptions: put each failed rank's exception in the list
             (like :func:`asyncio.gather`) instead of raising.
         grace: after a first failure, how long the other ranks get to report
-            before they are killed.
+            before they are killed (a stopped rank, which cannot report until
+            it is continued, is not waited for).
 
     Raises:
         The first failing rank's own exception (the root cause is preferred
@@ -202,6 +204,10 @@ def _collect(pipes, procs, deadline: float, grace: float) -> dict:
                                                            first_failure + grace)
         if now > limit:
             break
+        if first_failure is not None and all(
+                proc_state.stopped(procs[r].pid)
+                for r in range(len(pipes)) if r not in outcomes):
+            break                      # only stopped ranks are left
         ready = mp.connection.wait([pipes[r] for r in range(len(pipes))
                                     if r not in outcomes], timeout=0.05)
         for pipe in ready:
@@ -218,8 +224,11 @@ def _collect(pipes, procs, deadline: float, grace: float) -> dict:
                 first_failure = time.monotonic()
     for r in range(len(pipes)):
         if r not in outcomes:
-            what = ("killed after another rank failed" if first_failure
-                    else "still running at the launch timeout")
+            what = ("still running at the launch timeout"
+                    if first_failure is None else
+                    "stopped (SIGSTOP), killed after another rank failed"
+                    if proc_state.stopped(procs[r].pid) else
+                    "killed after another rank failed")
             outcomes[r] = ("error", TimeoutError(f"rank {r} {what}"), "")
     return outcomes
 
