@@ -237,10 +237,10 @@ def _initial_state(s: Schedule) -> list[list[frozenset]]:
             for r in range(n)]
 
 
-def _expected(s: Schedule, rank: int, chunk: int) -> frozenset | None:
-    """What slot (rank, chunk) must hold at the end; None = don't care."""
-    n = s.ranks
-    everyone = frozenset((r, chunk) for r in range(n))
+def _expected(s: Schedule, rank: int, chunk: int,
+              everyone: frozenset) -> frozenset | None:
+    """What slot (rank, chunk) must hold at the end; None = don't care.
+    ``everyone`` is every rank's contribution to ``chunk``."""
     col = s.collective
     if col == "allreduce":
         return everyone
@@ -280,12 +280,14 @@ def simulate_contents(s: Schedule) -> list[list[frozenset]]:
     _check_collective_shape(s)
     state = _initial_state(s)
     for k, rnd in enumerate(s.rounds):
-        before = [row[:] for row in state]
+        # every send of a round reads the slots as they were before it:
+        # writes wait in ``written`` until the round ends (no copy of the
+        # whole state per round)
+        written: dict[tuple[int, int], frozenset] = {}
         copied: set[tuple[int, int]] = set()
-        reduced: set[tuple[int, int]] = set()
         for t in rnd:
             for c_src, c_dst in zip(t.chunks, t.targets):
-                val = before[t.src][c_src]
+                val = state[t.src][c_src]
                 if not val:
                     raise ScheduleError(
                         f"round {k}: rank {t.src} sends chunk {c_src} "
@@ -295,19 +297,20 @@ def simulate_contents(s: Schedule) -> list[list[frozenset]]:
                     if slot in copied:
                         raise ScheduleError(f"round {k}: slot {slot} "
                                             "copied and reduced")
-                    cur = state[t.dst][c_dst]
+                    cur = written.get(slot, state[t.dst][c_dst])
                     if cur & val:
                         raise ScheduleError(
                             f"round {k}: rank {t.dst} chunk {c_dst} would "
                             f"count {sorted(cur & val)} twice")
-                    state[t.dst][c_dst] = cur | val
-                    reduced.add(slot)
+                    written[slot] = cur | val
                 else:
-                    if slot in copied or slot in reduced:
+                    if slot in written:
                         raise ScheduleError(f"round {k}: slot {slot} "
                                             "written twice in one round")
-                    state[t.dst][c_dst] = val
+                    written[slot] = val
                     copied.add(slot)
+        for (r, c), val in written.items():
+            state[r][c] = val
     return state
 
 
@@ -319,9 +322,11 @@ def verify(s: Schedule) -> None:
     equivalent. Raises :class:`ScheduleError` with the first bad slot.
     """
     state = simulate_contents(s)
+    everyone = [frozenset((r, c) for r in range(s.ranks))
+                for c in range(s.chunks)]
     for r in range(s.ranks):
         for c in range(s.chunks):
-            want = _expected(s, r, c)
+            want = _expected(s, r, c, everyone[c])
             if want is not None and state[r][c] != want:
                 missing = sorted(want - state[r][c])
                 extra = sorted(state[r][c] - want)
