@@ -24,8 +24,9 @@ records of its own writer: a second job writing into the same directories
 (launched twice with one token, or a zombie attempt) cannot get a shard
 into this job's checkpoint. After each commit rank 0 removes what is
 dead: complete checkpoints beyond the newest ``keep``, and incomplete ones
-(never committed) of older steps than the one just committed; corrupt
-ones (committed, then damaged) stay for inspection, never loaded.
+(never committed) of earlier steps than the one just committed, or of the
+same step by another attempt; corrupt ones (committed, then damaged) stay
+for inspection, never loaded.
 """
 from __future__ import annotations
 
@@ -177,7 +178,7 @@ class Checkpointer:
                            durable=self.durable)
             entry["committed"] = True
             inject.point("ckpt.committed", rank=self.rank, step=step)
-            self._retire(step)
+            self._retire(d, step)
         entry["write_s"] = time.perf_counter() - t0
         entry["steps_during"] = self.steps_done - done0
 
@@ -209,19 +210,21 @@ class Checkpointer:
             time.sleep(0.005)
         return [records[r] for r in range(self.world)]
 
-    def _retire(self, committed: int) -> None:
-        """Rank 0, after committing step ``committed``: remove complete
-        checkpoints beyond the newest ``keep`` (each verified first: a
-        corrupt one must not count towards the kept ones), and incomplete
-        ones of earlier steps (no save of this job writes them any more;
-        a later step's may still be in flight). Corrupt ones stay."""
+    def _retire(self, committed: Path, step: int) -> None:
+        """Rank 0, after committing ``committed`` (of step ``step``):
+        remove complete checkpoints beyond the newest ``keep`` (each
+        verified first: a corrupt one must not count towards the kept
+        ones), and incomplete ones that no save of this job will finish:
+        of earlier steps, or of this step by another attempt (a later
+        step's may still be in flight). Corrupt ones stay."""
         complete = 0
-        for step, d in candidates(self.root):
-            found, _ = check(step, d)
+        for s, d in candidates(self.root):
+            found, _ = check(s, d)
             if found.complete:
                 complete += 1
                 dead = complete > self.keep
             else:
-                dead = not found.committed and step < committed
+                dead = not found.committed and (
+                    s < step or (s == step and d != committed))
             if dead:
                 shutil.rmtree(d, ignore_errors=True)
