@@ -123,20 +123,23 @@ def verify(directory: Path) -> Manifest:
     m = read_manifest(directory)
     for s in m.shards:
         path = m.directory / s["file"]
+        # named by rank, not by file: the file's name carries the writer's
+        # random nonce, and a report should read the same on every run
+        who = f"rank {s['rank']}'s shard"
         if not path.exists():
-            raise CorruptCheckpoint(f"{s['file']} missing")
+            raise CorruptCheckpoint(f"{who} missing")
         size = path.stat().st_size
         if size != s["bytes"]:
-            raise CorruptCheckpoint(f"{s['file']}: {size:,} bytes, the "
-                                    f"manifest says {s['bytes']:,} "
-                                    "(truncated or overwritten)")
+            raise CorruptCheckpoint(f"{who}: {size:,} bytes, the manifest "
+                                    f"says {s['bytes']:,} (truncated or "
+                                    "overwritten)")
         digest = hashlib.sha256()
         with open(path, "rb") as f:
             for block in iter(lambda: f.read(1 << 20), b""):
                 digest.update(block)
         if digest.hexdigest() != s["sha256"]:
-            raise CorruptCheckpoint(f"{s['file']}: SHA-256 differs from "
-                                    "the manifest's (corrupted)")
+            raise CorruptCheckpoint(f"{who}: SHA-256 differs from the "
+                                    "manifest's (corrupted)")
     return m
 
 
