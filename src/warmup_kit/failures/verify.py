@@ -262,5 +262,5 @@ def resume_point(root: Path, *, fresh: bool = False
         why = "; ".join(f"step {f.step}: {f.problem}" for f in corrupt)
         raise NothingVerifies(
             f"no checkpoint under {root} verifies ({why}); refusing to "
-            "start over from step 0: pass fresh=True (--fresh) to do so")
+            "start over from step 0: pass fresh=True to do so")
     return m, skipped
