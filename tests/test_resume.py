@@ -6,7 +6,9 @@ ranks: sockets, shared memory, MPI).
   was still being written) and ends bit-identical to an uninterrupted run;
 * a rank SIGKILLed in the middle of writing its shard, or rank 0 before
   it writes the manifest: that checkpoint stays incomplete, the previous
-  one is loaded;
+  one is loaded (and the torn one is removed once a later one commits);
+* every checkpoint corrupt: the job refuses at once, on every rank, and
+  starts over from step 0 only when told to (``fresh=True``);
 * resumed on fewer ranks (elastic), same global batch: equal to float
   tolerance (the sums run in another order), not bit for bit;
 * under mpiexec the launcher takes the job down; the next mpiexec resumes.
@@ -17,9 +19,10 @@ import numpy as np
 import pytest
 
 from conftest import MPI_SCRIPTS, mpi_run, requires_mpi
+from warmup_kit.failures import restart
 from warmup_kit.failures.job import JobConfig
 from warmup_kit.failures.restart import run_with_restarts
-from warmup_kit.failures.verify import scan
+from warmup_kit.failures.verify import NothingVerifies, scan
 
 KINDS = ["ddp", "fsdp"]
 REF: dict = {}
@@ -81,12 +84,17 @@ def test_killed_while_checkpointing_leaves_the_previous_one_loadable(
     out = run_with_restarts(cfg, 4, tmp_path, faults=[fault])
     assert out["attempts"][0]["culprit"] == fault["rank"]
     assert out["attempts"][-1]["resumed_from"] == 4     # not the torn 8
-    skipped = [s for r in [out["final"]] for s in r.get("skipped", [])]
-    assert skipped and skipped[0]["step"] == 8
-    assert "incomplete" in skipped[0]["problem"]
+    # skipped: the torn 8, and (the survivors may have gone on to save
+    # their shards of step 12 before they saw rank 0 was gone) a torn 12
+    skipped = out["final"]["skipped"]
+    assert [s["step"] for s in skipped] in ([8], [12, 8])
+    assert all("incomplete" in s["problem"] for s in skipped)
     assert out["final"]["digest"] == ref["digest"]
-    torn = [f for f in scan(tmp_path) if f.step == 8 and not f.complete]
-    assert torn, "the torn checkpoint of step 8 is still there, unloaded"
+    # skipped on resume, and removed once the restarted attempt committed
+    # a later step (12): what is left is complete
+    left = scan(tmp_path)
+    assert [f.step for f in left] == [12, 8] and all(f.complete
+                                                      for f in left)
 
 
 @pytest.mark.multiproc
@@ -129,6 +137,36 @@ def test_a_corrupted_newest_checkpoint_is_skipped(tmp_path, tmp_path_factory,
     assert again["attempts"][0]["resumed_from"] < newest.step
     assert "SHA-256" in again["final"]["skipped"][0]["problem"]
     assert again["final"]["digest"] == ref["digest"]
+
+
+@pytest.mark.multiproc
+@pytest.mark.timeout(90)
+def test_when_nothing_verifies_the_job_refuses_until_told_to_start_fresh(
+        tmp_path, tmp_path_factory, monkeypatch, no_leftover_processes):
+    """Every checkpoint corrupt: the old code started over from step 0 and
+    reported ok. Now every rank refuses, the agent does not retry (it
+    cannot help), and fresh=True starts from 0, saying so."""
+    cfg = JobConfig()
+    ref = reference("ddp", 4, tmp_path_factory)
+    run_with_restarts(cfg, 4, tmp_path, max_restarts=0)
+    for f in scan(tmp_path):
+        shard = sorted(f.directory.glob("shard-00002-of-*.bin"))[0]
+        raw = bytearray(shard.read_bytes())
+        raw[0] ^= 1
+        shard.write_bytes(bytes(raw))
+    launches = []
+    launch = restart.launch
+    monkeypatch.setattr(restart, "launch", lambda *a, **k: (
+        launches.append(1), launch(*a, **k))[1])
+    with pytest.raises(NothingVerifies, match=r"step 12: .*SHA-256.*"
+                                              r"fresh=True"):
+        run_with_restarts(cfg, 4, tmp_path, max_restarts=3)
+    assert len(launches) == 1
+    out = run_with_restarts(cfg, 4, tmp_path, fresh=True, max_restarts=0)
+    assert out["attempts"][0]["resumed_from"] == 0
+    assert out["final"]["started_fresh"]
+    assert [s["step"] for s in out["final"]["skipped"]] == [12, 8]
+    assert out["final"]["digest"] == ref["digest"]
 
 
 @requires_mpi

@@ -16,6 +16,8 @@ One idea per module:
 * :mod:`~warmup_kit.failures.files` and :mod:`~warmup_kit.failures.verify`:
   a sharded checkpoint on disk, written atomically with checksums and a
   manifest last, and read back only if it verifies;
+* :mod:`~warmup_kit.failures.schema`: every field of a manifest checked
+  before it is read (a malformed one is a corrupt checkpoint);
 * :mod:`~warmup_kit.failures.checkpoint`: asynchronous sharded saving
   (snapshot on the training thread, persist on a writer thread);
 * :mod:`~warmup_kit.failures.job`: the Chapter 7 training job with its whole

@@ -18,6 +18,15 @@ every record is in. A rank that dies mid-write leaves no record, so rank
 stays incomplete, never loaded; the previous one is untouched. At most one
 save is in flight: a new save waits for the previous one (that wait is the
 ``stall_s`` the history records, zero when the writer keeps up).
+
+Every file a job writes names its writer nonce, and rank 0 commits only
+records of its own writer: a second job writing into the same directories
+(launched twice with one token, or a zombie attempt) cannot get a shard
+into this job's checkpoint. After each commit rank 0 removes what is
+dead: complete checkpoints beyond the newest ``keep``, and incomplete ones
+(never committed) of earlier steps than the one just committed, or of the
+same step by another attempt; corrupt ones (committed, then damaged) stay
+for inspection, never loaded.
 """
 from __future__ import annotations
 
@@ -33,7 +42,8 @@ import numpy as np
 
 from warmup_kit.failures import inject
 from warmup_kit.failures.files import (
-    record_name, step_dir, write_manifest, write_shard)
+    is_writer, new_writer, record_name, step_dir, write_manifest,
+    write_shard)
 from warmup_kit.failures.verify import candidates, check
 
 
@@ -44,6 +54,10 @@ class Checkpointer:
         root: the directory that holds every checkpoint of the run.
         rank, world: this rank and the number of ranks saving.
         token: the same string on every rank of this attempt (hex).
+        writer: this job's writer nonce (hex), the same on its ranks:
+            rank 0 makes one (:func:`~warmup_kit.failures.files.new_writer`)
+            and broadcasts it. Required when ``world > 1``; a one-rank
+            writer makes its own when it is left out.
         keep: complete checkpoints rank 0 keeps (older ones are removed).
         commit_timeout_s: how long rank 0 waits for the other ranks'
             records before giving up on a save.
@@ -54,14 +68,25 @@ class Checkpointer:
         history: one dict per save: ``step``, ``stall_s`` (waiting for the
             previous save), ``snapshot_s`` (copying), ``write_s`` (on the
             writer thread), ``steps_during`` (training steps completed
-            between the snapshot and the end of the write), ``committed`` (rank 0: manifest written).
+            between the snapshot and the end of the write), ``committed``
+            (rank 0: manifest written).
     """
 
     def __init__(self, root: Path, rank: int, world: int, token: str, *,
-                 keep: int = 2, commit_timeout_s: float = 60.0,
+                 writer: str | None = None, keep: int = 2,
+                 commit_timeout_s: float = 60.0,
                  durable: bool = True) -> None:
+        if writer is None:
+            if world > 1:
+                raise ValueError(
+                    f"rank {rank} of {world}: pass writer=, the nonce the "
+                    "ranks agreed (rank 0's new_writer(), broadcast)")
+            writer = new_writer()
+        if not is_writer(writer):
+            raise ValueError(f"writer must be lower-case hex, got "
+                             f"{writer!r}")
         self.root, self.rank, self.world = Path(root), rank, world
-        self.token, self.keep = token, keep
+        self.token, self.writer, self.keep = token, writer, keep
         self.commit_timeout_s, self.durable = commit_timeout_s, durable
         self.root.mkdir(parents=True, exist_ok=True)
         self.history: list[dict] = []
@@ -141,7 +166,8 @@ class Checkpointer:
         d.mkdir(parents=True, exist_ok=True)
         inject.point("ckpt.begin", rank=self.rank, step=step)
         record = write_shard(
-            d, self.rank, self.world, snap, meta, durable=self.durable,
+            d, self.rank, self.world, snap, meta, writer=self.writer,
+            durable=self.durable,
             hook=lambda n: inject.point("ckpt.write", rank=self.rank,
                                         step=step, bytes=n))
         inject.point("ckpt.shard_written", rank=self.rank, step=step)
@@ -152,39 +178,53 @@ class Checkpointer:
                            durable=self.durable)
             entry["committed"] = True
             inject.point("ckpt.committed", rank=self.rank, step=step)
-            self._retire()
+            self._retire(d, step)
         entry["write_s"] = time.perf_counter() - t0
         entry["steps_during"] = self.steps_done - done0
 
     def _gather_records(self, d: Path, mine: dict) -> list[dict]:
-        """Rank 0: every rank's record of this save, or TimeoutError."""
+        """Rank 0: every rank's record of this save (of this writer's:
+        records another job left under the same names are never read), or
+        TimeoutError."""
         deadline = time.monotonic() + self.commit_timeout_s
         records = {0: mine}
         while len(records) < self.world:
             for r in range(1, self.world):
-                p = d / record_name(r)
+                p = d / record_name(r, self.writer)
                 if r not in records and p.exists():
                     records[r] = json.loads(p.read_bytes())
             if len(records) == self.world:
                 break
             if time.monotonic() > deadline:
                 missing = sorted(set(range(self.world)) - set(records))
+                others = sorted({p.name.rsplit("-", 1)[1][:-5] for p in
+                                 d.glob("shard-?????-*.json")}
+                                - {self.writer})
+                also = (f"; records of other writers {others} are here: "
+                        "is a second job writing to this directory?"
+                        if others else "")
                 raise TimeoutError(
                     f"checkpoint of step {d.name}: no shard from ranks "
                     f"{missing} after {self.commit_timeout_s}s; left "
-                    "incomplete (never loaded)")
+                    f"incomplete (never loaded){also}")
             time.sleep(0.005)
         return [records[r] for r in range(self.world)]
 
-    def _retire(self) -> None:
-        """Rank 0: remove complete checkpoints beyond the newest ``keep``.
-        Each is verified first (a corrupt one must not count towards the
-        kept ones); incomplete ones are left for inspection, never read."""
+    def _retire(self, committed: Path, step: int) -> None:
+        """Rank 0, after committing ``committed`` (of step ``step``):
+        remove complete checkpoints beyond the newest ``keep`` (each
+        verified first: a corrupt one must not count towards the kept
+        ones), and incomplete ones that no save of this job will finish:
+        of earlier steps, or of this step by another attempt (a later
+        step's may still be in flight). Corrupt ones stay."""
         complete = 0
-        for step, d in candidates(self.root):
-            found, _ = check(step, d)
-            if not found.complete:
-                continue
-            complete += 1
-            if complete > self.keep:
+        for s, d in candidates(self.root):
+            found, _ = check(s, d)
+            if found.complete:
+                complete += 1
+                dead = complete > self.keep
+            else:
+                dead = not found.committed and (
+                    s < step or (s == step and d != committed))
+            if dead:
                 shutil.rmtree(d, ignore_errors=True)

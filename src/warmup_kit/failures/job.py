@@ -30,7 +30,8 @@ import numpy as np
 
 from warmup_kit.collectives import allreduce, broadcast
 from warmup_kit.comm.base import Comm
-from warmup_kit.failures.verify import Manifest, latest_complete, read_array
+from warmup_kit.failures.verify import (
+    Manifest, NothingVerifies, read_array, resume_point)
 from warmup_kit.train.data import shard
 from warmup_kit.train.ddp import DDP
 from warmup_kit.train.fsdp import FSDP
@@ -195,25 +196,42 @@ class Job:
         self.sampler.load_state(meta["sampler"])
         self.step_count = int(meta["step"])
 
-    def resume(self, root: Path) -> tuple[int, list]:
+    def resume(self, root: Path, *, fresh: bool = False
+               ) -> tuple[int, list]:
         """Load the newest complete checkpoint under ``root``, if any.
 
         Every rank picks on its own and the ranks then check that they
         picked the same one (a collective), so a file that changed between
         two ranks' checks cannot split the job.
 
+        Args:
+            fresh: start from step 0 even if every committed checkpoint
+                under ``root`` is corrupt (otherwise that refuses).
+
         Returns:
             ``(step resumed from (0: none), [Found skipped: newer but
             incomplete or corrupt checkpoints])``.
+
+        Raises:
+            NothingVerifies: on every rank, when checkpoints were committed
+                and none verifies (and not ``fresh``).
         """
-        m, skipped = latest_complete(root)
-        mine = np.array([-1 if m is None else m.step], np.int64)
+        refused = None
+        try:
+            m, skipped = resume_point(root, fresh=fresh)
+        except NothingVerifies as exc:
+            m, skipped, refused = None, [], exc
+        # -2: refuse, -1: start from 0, else the step; the ranks agree
+        mine = np.array([-2 if refused else -1 if m is None else m.step],
+                        np.int64)
         lo = allreduce(mine, self.comm, op="min", timeout=self.cfg.timeout)
         hi = allreduce(mine, self.comm, op="max", timeout=self.cfg.timeout)
         if lo[0] != hi[0]:
             raise RuntimeError(f"rank {self.comm.rank}: ranks chose "
                                f"different checkpoints (steps {lo[0]} to "
                                f"{hi[0]})")
+        if refused is not None:
+            raise refused
         if m is not None:
             self.load(m)
         return self.step_count, skipped
@@ -226,7 +244,9 @@ class Job:
 
 
 def agree_token(comm: Comm, timeout: float = 30.0) -> str:
-    """A random hex token, the same on every rank (rank 0's)."""
+    """A random hex token, the same on every rank (rank 0's). Each call
+    draws another: an attempt's token names its checkpoint directories,
+    another call its writer nonce (:class:`Checkpointer`'s ``writer``)."""
     t = np.frombuffer(np.random.default_rng().bytes(8), np.uint64).copy()
     broadcast(t, comm, out=t, timeout=timeout)
     return f"{int(t[0]):016x}"

@@ -23,22 +23,27 @@ from warmup_kit.errors import CollectiveTimeout, PeerLost, RankDied
 from warmup_kit.failures import inject
 from warmup_kit.failures.checkpoint import Checkpointer
 from warmup_kit.failures.job import Job, JobConfig, agree_token, digest
+from warmup_kit.failures.verify import NothingVerifies
 
 
 def train(comm: Comm, cfg: JobConfig, root: str | Path,
-          faults: Sequence[dict] = ()) -> dict:
+          faults: Sequence[dict] = (), fresh: bool = False) -> dict:
     """One attempt of the job on this rank.
 
     Args:
         faults: each ``{"point": name, "rank": r, "action": "kill", ...}``
             (the rest of the keys are the point's match, e.g. ``step=9``);
             armed on rank ``r`` only.
+        fresh: when checkpoints were committed under ``root`` and none
+            verifies, start from step 0 (``started_fresh`` says so);
+            without it the attempt refuses (``refused``), never ok.
 
     Returns:
         ``ok``, ``resumed_from``, ``skipped`` (newer checkpoints not
-        loaded, with why), ``steps_run``, ``saves`` (this rank's save
-        history); when ``ok``: the final parameters' ``digest`` and
-        ``params``; otherwise ``error``, ``peer`` and ``failed_at``.
+        loaded, with why), ``started_fresh``, ``steps_run``, ``saves``
+        (this rank's save history); when ``ok``: the final parameters'
+        ``digest`` and ``params``; otherwise ``error``, ``peer`` and
+        ``failed_at``, and ``refused`` (true when nothing verified).
     """
     for f in faults:
         f = dict(f)
@@ -48,12 +53,14 @@ def train(comm: Comm, cfg: JobConfig, root: str | Path,
     out: dict = {"rank": comm.rank, "world": comm.size, "ok": False}
     try:
         token = agree_token(comm, cfg.timeout)
+        writer = agree_token(comm, cfg.timeout)     # this job's nonce
         job = Job(cfg, comm)
-        start, skipped = job.resume(Path(root))
+        start, skipped = job.resume(Path(root), fresh=fresh)
         out.update(resumed_from=start, skipped=[
-            {"step": f.step, "problem": f.problem} for f in skipped])
+            {"step": f.step, "problem": f.problem} for f in skipped],
+            started_fresh=start == 0 and any(f.committed for f in skipped))
         ckpt = Checkpointer(root, comm.rank, comm.size, token,
-                            commit_timeout_s=cfg.timeout)
+                            writer=writer, commit_timeout_s=cfg.timeout)
         out["saves"] = ckpt.history
         try:
             for step in range(start, cfg.steps):
@@ -69,6 +76,9 @@ def train(comm: Comm, cfg: JobConfig, root: str | Path,
         final = job.full_params()
         out.update(ok=True, digest=digest(final), params=final.tolist(),
                    losses=job.losses)
+    except NothingVerifies as exc:
+        out.update(error=f"{type(exc).__name__}: {exc}", refused=True,
+                   peer=None, failed_at=None)
     except (PeerLost, CollectiveTimeout, TimeoutError, RuntimeError) as exc:
         out.update(error=f"{type(exc).__name__}: {exc}",
                    peer=getattr(exc, "peer", None), failed_at=step)
@@ -85,13 +95,20 @@ def train(comm: Comm, cfg: JobConfig, root: str | Path,
 def run_with_restarts(cfg: JobConfig, world: int, root: str | Path, *,
                       faults: Sequence[dict] = (), transport: str = "sockets",
                       max_restarts: int = 3, elastic_world: int | None = None,
-                      timeout: float = 120.0) -> dict:
+                      timeout: float = 120.0, fresh: bool = False) -> dict:
     """Run the job to the end, restarting after each failed attempt.
 
     Args:
         faults: armed in the first attempt only (see :func:`train`).
         elastic_world: restart on this many ranks instead of ``world``
             (same global batch: each rank's shard grows).
+        fresh: passed to every attempt's :func:`train`: start from step 0
+            when no committed checkpoint verifies (else that refuses).
+
+    Raises:
+        NothingVerifies: an attempt refused (every committed checkpoint is
+            corrupt and not ``fresh``); restarting cannot help.
+        RuntimeError: every attempt failed.
 
     Returns:
         ``attempts`` (one dict per attempt: ``world``, ``resumed_from``,
@@ -103,7 +120,8 @@ def run_with_restarts(cfg: JobConfig, world: int, root: str | Path, *,
         w = world if attempt == 0 or elastic_world is None else elastic_world
         t0 = time.monotonic()
         outs = launch(train, w, args=(cfg, str(root),
-                                      tuple(faults) if attempt == 0 else ()),
+                                      tuple(faults) if attempt == 0 else (),
+                                      fresh),
                       transport=transport, timeout=timeout,
                       return_exceptions=True)
         rec = {"attempt": attempt, "world": w,
@@ -116,6 +134,10 @@ def run_with_restarts(cfg: JobConfig, world: int, root: str | Path, *,
         if all(isinstance(o, dict) and o["ok"] for o in outs):
             return {"attempts": attempts, "final": outs[0],
                     "restarts": attempt}
+        refusal = next((o["error"] for o in outs if isinstance(o, dict)
+                        and o.get("refused")), None)
+        if refusal is not None:
+            raise NothingVerifies(refusal.split(": ", 1)[1])
         rec["culprit"] = culprit(outs)
     raise RuntimeError(f"the job failed {max_restarts + 1} times: "
                        f"{attempts[-1]}")
@@ -126,8 +148,8 @@ def _summary(rank: int, out) -> dict:
         return {"rank": rank, "ok": False,
                 "error": f"{type(out).__name__}: {out}".splitlines()[0],
                 "died": isinstance(out, RankDied)}
-    keep = ("ok", "resumed_from", "steps_run", "failed_at", "error", "peer",
-            "digest")
+    keep = ("ok", "resumed_from", "started_fresh", "steps_run", "failed_at",
+            "error", "peer", "refused", "digest")
     return {"rank": rank, **{k: out[k] for k in keep if k in out}}
 
 

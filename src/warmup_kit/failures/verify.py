@@ -1,14 +1,20 @@
 """Reading a sharded checkpoint back, and deciding whether it may be read.
 
 A checkpoint (the layout of :mod:`warmup_kit.failures.files`) is complete
-if and only if its manifest parses, the manifest's own checksum holds, its
-pieces tile every array exactly once, and every shard file it lists has
-the size and SHA-256 it lists. :func:`verify` checks all of that and
+if and only if its manifest parses, the manifest's own checksum holds,
+every field of it is well formed (:mod:`warmup_kit.failures.schema`),
+every shard it lists names the manifest's writer, its pieces tile every
+array exactly once, and every shard file it lists has the size and SHA-256
+it lists. :func:`verify` checks all of that and
 raises :class:`~warmup_kit.failures.files.CorruptCheckpoint` naming the
 first problem; :func:`scan` reports every checkpoint under a root;
 :func:`latest_complete` is what a resume loads: the newest checkpoint
 that verifies, and the newer ones it skipped, each with its reason. Nothing
-that has not been verified is ever read.
+that has not been verified is ever read. A checkpoint that was committed
+(it has a manifest) and fails is *corrupt*; one without a manifest is
+*incomplete* (a save cut short: normal after a crash). :func:`resume_point`
+is the resume's decision: when corrupt checkpoints are all there is, it
+refuses (:class:`NothingVerifies`) unless the caller asks to start fresh.
 
 :func:`read_array` reads any range of a global array from whichever shards
 hold it, so a run saved by 4 ranks can be loaded by 2 (an elastic
@@ -24,8 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from warmup_kit.failures.files import (
-    FORMAT, MANIFEST, CorruptCheckpoint, body_sha)
+from warmup_kit.failures.files import MANIFEST, CorruptCheckpoint, body_sha
+from warmup_kit.failures.schema import check_body
 
 _DIR = re.compile(r"^step-(\d{8})-([0-9a-f]+)$")
 
@@ -40,37 +46,45 @@ class Manifest:
     shards: list[dict]
     meta: dict
     arrays: dict = field(default_factory=dict)   # name -> (dtype, total)
+    token: str = ""              # the attempt's (the directory's name)
+    writer: str = ""             # the nonce every shard names
+
+
+class Incomplete(CorruptCheckpoint):
+    """A checkpoint never committed: it has no manifest."""
+
+
+class NothingVerifies(RuntimeError):
+    """Checkpoints were committed under a root and none verifies: a resume
+    refuses to start over from step 0 unless told to (``fresh=True``)."""
 
 
 def read_manifest(directory: Path) -> Manifest:
     """Parse and check the manifest (not the shard files).
 
     Raises:
-        CorruptCheckpoint: no manifest, not JSON, wrong format, its
-            checksum does not hold, or its pieces do not tile each array.
+        Incomplete: no manifest (never committed).
+        CorruptCheckpoint: not JSON, its checksum does not hold, a field
+            is malformed, its shards name two writers, or its pieces do
+            not tile each array.
     """
     path = Path(directory) / MANIFEST
     if not path.exists():
-        raise CorruptCheckpoint("no MANIFEST.json: incomplete (the job "
-                                "stopped before every shard was written)")
+        raise Incomplete("no MANIFEST.json: incomplete (the job stopped "
+                         "before every shard was written)")
     try:
         doc = json.loads(path.read_bytes())
         body, sha = doc["body"], doc["sha256"]
     except (ValueError, KeyError, TypeError) as exc:
         raise CorruptCheckpoint(f"MANIFEST.json unreadable ({exc})") \
             from None
-    if body_sha(body) != sha:
+    if not isinstance(sha, str) or body_sha(body) != sha:
         raise CorruptCheckpoint("MANIFEST.json fails its checksum "
                                 "(corrupted)")
-    if body.get("format") != FORMAT:
-        raise CorruptCheckpoint(f"format {body.get('format')!r}, expected "
-                                f"{FORMAT!r}")
-    m = Manifest(Path(directory), int(body["step"]), int(body["world"]),
-                 body["shards"], body["meta"])
-    if sorted(s["rank"] for s in m.shards) != list(range(m.world)):
-        raise CorruptCheckpoint(f"manifest lists shards of ranks "
-                                f"{[s['rank'] for s in m.shards]} for "
-                                f"{m.world} ranks")
+    check_body(body, body_sha)
+    m = Manifest(Path(directory), body["step"], body["world"],
+                 body["shards"], body["meta"], token=body["token"],
+                 writer=body["writer"])
     _index(m)
     return m
 
@@ -109,20 +123,23 @@ def verify(directory: Path) -> Manifest:
     m = read_manifest(directory)
     for s in m.shards:
         path = m.directory / s["file"]
+        # named by rank, not by file: the file's name carries the writer's
+        # random nonce, and a report should read the same on every run
+        who = f"rank {s['rank']}'s shard"
         if not path.exists():
-            raise CorruptCheckpoint(f"{s['file']} missing")
+            raise CorruptCheckpoint(f"{who} missing")
         size = path.stat().st_size
         if size != s["bytes"]:
-            raise CorruptCheckpoint(f"{s['file']}: {size:,} bytes, the "
-                                    f"manifest says {s['bytes']:,} "
-                                    "(truncated or overwritten)")
+            raise CorruptCheckpoint(f"{who}: {size:,} bytes, the manifest "
+                                    f"says {s['bytes']:,} (truncated or "
+                                    "overwritten)")
         digest = hashlib.sha256()
         with open(path, "rb") as f:
             for block in iter(lambda: f.read(1 << 20), b""):
                 digest.update(block)
         if digest.hexdigest() != s["sha256"]:
-            raise CorruptCheckpoint(f"{s['file']}: SHA-256 differs from "
-                                    "the manifest's (corrupted)")
+            raise CorruptCheckpoint(f"{who}: SHA-256 differs from the "
+                                    "manifest's (corrupted)")
     return m
 
 
@@ -161,6 +178,7 @@ class Found:
     step: int
     directory: Path
     problem: str | None          # None: complete
+    committed: bool = True       # False: no manifest (incomplete)
 
     @property
     def complete(self) -> bool:
@@ -185,15 +203,24 @@ def candidates(root: Path) -> list[tuple[int, Path]]:
 def check(step: int, directory: Path) -> tuple[Found, Manifest | None]:
     """Verify one candidate: what was found, and the manifest if it is
     complete."""
-    m = None
+    m, problem, committed = None, None, True
+    match = _DIR.match(Path(directory).name)
     try:
         m = verify(directory)
-        problem = None if m.step == step else \
-            f"manifest says step {m.step} in the directory of step {step}"
+        if m.step != step:
+            problem = (f"manifest says step {m.step} in the directory of "
+                       f"step {step}")
+        elif match and m.token != match.group(2):
+            problem = (f"manifest of attempt {m.token} in the directory of "
+                       f"attempt {match.group(2)}")
+    except Incomplete as exc:
+        problem, committed = str(exc), False
     except CorruptCheckpoint as exc:
         problem = str(exc)
-    return Found(step, Path(directory), problem), (m if problem is None
-                                                   else None)
+    except OSError as exc:              # unreadable, not there any more
+        problem = f"unreadable ({type(exc).__name__}: {exc})"
+    return (Found(step, Path(directory), problem, committed),
+            m if problem is None else None)
 
 
 def scan(root: Path) -> list[Found]:
@@ -211,3 +238,29 @@ def latest_complete(root: Path) -> tuple[Manifest | None, list[Found]]:
             return m, skipped
         skipped.append(f)
     return None, skipped
+
+
+def resume_point(root: Path, *, fresh: bool = False
+                 ) -> tuple[Manifest | None, list[Found]]:
+    """What a resume loads: :func:`latest_complete`, unless nothing
+    verifies though checkpoints were committed (all of them corrupt).
+
+    Incomplete checkpoints alone (a job that died before its first save
+    committed) are a start from step 0, as is an empty root.
+
+    Args:
+        fresh: start from step 0 (return ``(None, skipped)``) even when
+            every committed checkpoint is corrupt.
+
+    Raises:
+        NothingVerifies: every committed checkpoint is corrupt and
+            ``fresh`` is false; the message lists each one's problem.
+    """
+    m, skipped = latest_complete(root)
+    corrupt = [f for f in skipped if f.committed]
+    if m is None and corrupt and not fresh:
+        why = "; ".join(f"step {f.step}: {f.problem}" for f in corrupt)
+        raise NothingVerifies(
+            f"no checkpoint under {root} verifies ({why}); refusing to "
+            "start over from step 0: pass fresh=True to do so")
+    return m, skipped
