@@ -35,13 +35,13 @@ lock:
 	  .lock-venv/bin/python -m pip freeze --exclude-editable; } > $(LOCK)
 	rm -rf .lock-venv
 
-## every test: unit, multi-process (sockets and mpiexec), notebooks, the book build
+## every test: unit, multi-process (sockets and mpiexec), notebooks, the book
+## build, the site and JupyterLab checks. The stages run side by side (they
+## mostly wait on ranks, kernels and a browser), each stage's output is
+## printed whole when it ends, then a table of how long each took
+## (tools/test_stages.py; `--serial` runs them one after another)
 test: venv
-	$(BIN)/python -m pytest -q tests
-	$(BIN)/python -m pytest -q -p no:cacheprovider --nbval book
-	$(MAKE) book
-	$(MAKE) check-site
-	$(MAKE) check-lab
+	$(BIN)/python tools/test_stages.py
 
 ## every internal link and #anchor of the built site, then every page of
 ## _toc.yml in headless Chromium (tables, formulas, figures, widgets,
@@ -62,9 +62,10 @@ site-picture: venv
 check-lab: venv
 	$(BIN)/python tools/check_lab.py --out _build/lab-screenshots
 
-## fast unit tests only
+## fast unit tests only (the inner loop: under a minute on 2 cores)
 unit: venv
-	$(BIN)/python -m pytest -q -m "not mpi and not multiproc and not slow"
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n 2 \
+	  -m "not mpi and not multiproc and not slow"
 
 ## the executed static site in _build/html, then each notebook's execution
 ## time from jupyter-cache (a table, and _build/notebook_times.json; fails

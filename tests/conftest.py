@@ -219,3 +219,19 @@ def _spawning_tests_are_marked(request, monkeypatch):
     monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse)
     monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refuse)
     yield
+
+
+# ------------------------------------------------------------ pytest-xdist
+#: files whose tests assert on wall time (a watchdog's deadline, a timeout
+#: plus slack, a straggler's slowdown): under ``make test`` (pytest-xdist,
+#: ``--dist loadgroup``) they run one after another on one worker, so that
+#: at most one of them competes with the others for the 2 cores
+TIMING_FILES = {"test_failures.py", "test_watchdog.py", "test_frames.py",
+                "test_straggler.py", "test_faults.py", "test_bad_input.py",
+                "test_partition.py"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in TIMING_FILES:
+            item.add_marker(pytest.mark.xdist_group("timing"))
