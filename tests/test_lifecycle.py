@@ -1,0 +1,159 @@
+"""Jobs die with whoever started them, and leave nothing in ``/dev/shm``.
+
+* a message longer than the receive buffer is a ``ProtocolError`` under
+  MPI (the wait reports ``ERR_IN_STATUS``; the truncation is in a status).
+
+The job's processes and segments are found while it runs (its command
+lines, its ranks' memory maps), never by comparing all of ``/dev/shm``
+before and after: other jobs on the machine come and go meanwhile.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import MPICH_ENV, PYTHON, ROOT, mpi_run, mpiexec, requires_mpi
+from warmup_kit.comm.mpirun import SHM_DIR, run_mpi
+
+pytestmark = pytest.mark.skipif(
+    not Path("/proc").is_dir() or not SHM_DIR.is_dir(),
+    reason="needs /proc and /dev/shm")
+
+LAB = ROOT / "labs" / "lab01.py"
+ENV = {**os.environ, **MPICH_ENV}
+
+HANG = """
+import os, sys, time
+import numpy as np
+from mpi4py import MPI
+x = np.ones(10)
+MPI.COMM_WORLD.Allreduce(MPI.IN_PLACE, x)     # MPICH's segment is up now
+open(sys.argv[1] + str(MPI.COMM_WORLD.Get_rank()), "w").close()
+time.sleep(600)
+"""
+
+
+# --------------------------------------------------------------- helpers
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in "ZX"
+
+
+def _ppid(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text()
+                   .rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError):
+        return None
+
+
+def _with_arg(text: str) -> set[int]:
+    """Live processes with ``text`` in their command line."""
+    out = set()
+    for p in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            line = p.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        pid = int(p.parent.name)
+        if text in line and pid != os.getpid() and _alive(pid):
+            out.add(pid)
+    return out
+
+
+def _with_env(marker: str) -> set[int]:
+    """Live processes whose environment holds ``marker``."""
+    out = set()
+    for p in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if marker.encode() in p.read_bytes():
+                out.add(int(p.parent.name))
+        except OSError:
+            continue
+    return out - {os.getpid()}
+
+
+def own_segments(pid: int) -> set[str]:
+    """The MPICH segments ``pid`` maps (names, unlinked or not)."""
+    try:
+        text = Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return set()
+    return {line.split("/dev/shm/", 1)[1].split()[0]
+            for line in text.splitlines() if "/dev/shm/mpich_shm_" in line}
+
+
+def _until(pred, seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while not pred():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _kill_all(pids) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _unlink(names) -> None:
+    for n in names:
+        (SHM_DIR / n).unlink(missing_ok=True)
+
+
+# ------------------------------------------ a truncated message under MPI
+TRUNCATE = """
+import json, time
+import numpy as np
+from warmup_kit.comm import MPIComm
+from warmup_kit.errors import ProtocolError
+comm = MPIComm()
+out = {}
+for mode in ("one request", "two requests", "with a deadline"):
+    if comm.rank == 0:
+        comm.send(np.ones(4), 1, tag=5)             # 32 bytes
+        if mode != "one request":
+            comm.recv(np.empty(1), 1, tag=6)
+    else:
+        reqs = [comm.irecv(np.empty(2), 0, tag=5)]  # room for 16
+        if mode != "one request":
+            reqs.append(comm.isend(np.ones(1), 0, tag=6))
+        try:
+            comm.waitall(reqs, time.monotonic() + 20
+                         if mode == "with a deadline" else None)
+            out[mode] = "no error"
+        except Exception as e:
+            out[mode] = [type(e).__name__, str(e)]
+    comm.comm.Barrier()
+if comm.rank == 1:
+    print(json.dumps(out), flush=True)
+"""
+
+
+@requires_mpi
+@pytest.mark.mpi
+@pytest.mark.timeout(60)
+def test_mpi_truncated_message_is_a_protocol_error(tmp_path):
+    script = tmp_path / "truncate.py"
+    script.write_text(TRUNCATE)
+    run = mpi_run(script, 2, timeout=45)
+    assert run.returncode == 0, run.describe()
+    for mode, got in run.json().items():
+        assert got[0] == "ProtocolError", (mode, got)
+        assert "rank(s) [0]" in got[1] and "longer" in got[1], (mode, got)
+
+
