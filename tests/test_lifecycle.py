@@ -1,5 +1,10 @@
 """Jobs die with whoever started them, and leave nothing in ``/dev/shm``.
 
+* ``run_mpi``'s caller killed (SIGKILL) or terminated (SIGTERM): mpiexec,
+  hydra's proxy and every rank end, and the job's MPICH segment goes (the
+  keeper, :mod:`warmup_kit.comm.keeper`; for SIGTERM, before the caller
+  itself exits);
+* ``run_mpi``'s error on a dead rank quotes hydra's report naming its PID;
 * a message longer than the receive buffer is a ``ProtocolError`` under
   MPI (the wait reports ``ERR_IN_STATUS``; the truncation is in a status).
 
@@ -113,6 +118,77 @@ def _kill_all(pids) -> None:
 def _unlink(names) -> None:
     for n in names:
         (SHM_DIR / n).unlink(missing_ok=True)
+
+
+# ------------------------------------------------- run_mpi's caller dies
+@requires_mpi
+@pytest.mark.mpi
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM],
+                         ids=["SIGKILL", "SIGTERM"])
+def test_run_mpi_dies_with_its_caller(tmp_path, sig):
+    script = tmp_path / f"hang_{uuid.uuid4().hex[:8]}.py"
+    script.write_text(HANG)
+    flag = str(tmp_path / "up")
+    caller = subprocess.Popen(
+        [PYTHON, "-c", "import warmup_kit as wk; "
+         f"wk.run_mpi({str(script)!r}, 2, args=[{flag!r}], timeout=100)"],
+        env=ENV, start_new_session=True, stderr=subprocess.PIPE)
+    job: set[int] = set()
+    segs: set[str] = set()
+    try:
+        assert _until(lambda: all(Path(flag + r).exists() for r in "01"),
+                      30), "the job never started"
+        ranks = {p for p in _with_arg(str(script)) - {caller.pid}
+                 if own_segments(p)}
+        job = _with_arg(str(script)) | {_ppid(p) for p in ranks} - {None}
+        job -= {caller.pid}
+        for p in ranks:
+            segs |= own_segments(p)
+        assert len(ranks) == 2 and segs, (ranks, segs)
+        os.kill(caller.pid, sig)
+        caller.wait(timeout=20)
+        if sig == signal.SIGTERM:
+            # the caller took the job down before it went
+            assert caller.returncode == -signal.SIGTERM
+            assert not [p for p in job if _alive(p)], "job outlived caller"
+        gone = _until(lambda: not [p for p in job if _alive(p)] and not [
+            s for s in segs if (SHM_DIR / s).exists()], 15)
+        left = [p for p in job if _alive(p)]
+        assert gone, (f"left behind: processes {left}, segments "
+                      f"{[s for s in segs if (SHM_DIR / s).exists()]}")
+    finally:
+        if caller.poll() is None:
+            caller.kill()
+        caller.wait(timeout=10)
+        _kill_all(job | _with_arg(str(script)))
+        _unlink(segs)
+
+
+# --------------------------------------------- run_mpi names the dead PID
+DIE = """
+import os, signal, sys, time
+from mpi4py import MPI
+MPI.COMM_WORLD.Barrier()
+if MPI.COMM_WORLD.Get_rank() == 1:
+    open(sys.argv[1], "w").write(str(os.getpid()))
+    os.kill(os.getpid(), signal.SIGKILL)
+time.sleep(60)
+"""
+
+
+@requires_mpi
+@pytest.mark.mpi
+@pytest.mark.timeout(60)
+def test_run_mpi_error_quotes_hydras_report(tmp_path, no_leftover_processes):
+    script = tmp_path / "die.py"
+    script.write_text(DIE)
+    pid_file = tmp_path / "pid"
+    with pytest.raises(RuntimeError) as err:
+        run_mpi(str(script), 2, args=[pid_file], timeout=40)
+    msg = str(err.value)
+    pid = pid_file.read_text().strip()
+    assert "BAD TERMINATION" in msg and f"PID {pid} " in msg, msg
 
 
 # ------------------------------------------ a truncated message under MPI
