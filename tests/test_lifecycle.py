@@ -6,7 +6,9 @@
   itself exits);
 * ``run_mpi``'s error on a dead rank quotes hydra's report naming its PID;
 * a message longer than the receive buffer is a ``ProtocolError`` under
-  MPI (the wait reports ``ERR_IN_STATUS``; the truncation is in a status).
+  MPI (the wait reports ``ERR_IN_STATUS``; the truncation is in a status);
+* ``mpirun -n 4 python labs/lab01.py --fail kill|hang`` leaves no
+  ``mpich_shm_*`` segment (the job never reaches ``MPI_Finalize``).
 
 The job's processes and segments are found while it runs (its command
 lines, its ranks' memory maps), never by comparing all of ``/dev/shm``
@@ -231,5 +233,45 @@ def test_mpi_truncated_message_is_a_protocol_error(tmp_path):
     for mode, got in run.json().items():
         assert got[0] == "ProtocolError", (mode, got)
         assert "rank(s) [0]" in got[1] and "longer" in got[1], (mode, got)
+
+
+# ----------------------------------------------- Lab 01's failure demos
+@requires_mpi
+@pytest.mark.mpi
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("fault,extra,says", [
+    ("kill", ["--fail-step", "4", "--steps", "6"], "BAD TERMINATION"),
+    ("hang", ["--watchdog", "1.5", "--steps", "6"], "aborting the MPI job")])
+def test_lab01_failure_leaves_no_mpich_segment(fault, extra, says):
+    marker = f"WK_LIFECYCLE_{uuid.uuid4().hex}"
+    proc = subprocess.Popen(
+        [mpiexec(), "-n", "4", PYTHON, str(LAB), "--fail", fault,
+         "--fail-rank", "2", *extra], cwd=ROOT, env={**ENV, marker: "1"},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        start_new_session=True)
+    segs: set[str] = set()
+    seen: set[int] = set()
+    try:
+        end = time.monotonic() + 40
+        while proc.poll() is None and time.monotonic() < end:
+            for pid in _with_env(marker):
+                seen.add(pid)
+                segs |= own_segments(pid)
+            time.sleep(0.02)
+        assert proc.poll() is not None, "the demo ran past 40 s"
+        out = proc.stdout.read().decode(errors="replace")
+        assert proc.returncode != 0 and says in out, out
+        assert segs, "never saw the job's MPICH segment"
+        # the ranks are gone (hydra killed them before mpiexec exited)
+        assert _until(lambda: not [p for p in seen if _alive(p)], 10)
+        left = [s for s in segs if (SHM_DIR / s).exists()]
+        assert not left, f"{fault}: segments left in /dev/shm: {left}"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        proc.stdout.close()
+        _kill_all(seen | _with_env(marker))
+        _unlink(segs)
 
 
