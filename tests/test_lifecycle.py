@@ -8,7 +8,9 @@
 * a message longer than the receive buffer is a ``ProtocolError`` under
   MPI (the wait reports ``ERR_IN_STATUS``; the truncation is in a status);
 * ``mpirun -n 4 python labs/lab01.py --fail kill|hang`` leaves no
-  ``mpich_shm_*`` segment (the job never reaches ``MPI_Finalize``).
+  ``mpich_shm_*`` segment (the job never reaches ``MPI_Finalize``);
+* the ``hybrid`` agent (``python -m warmup_kit.run``) terminated by SIGTERM
+  stops its ranks and removes the node's shared-memory segments.
 
 The job's processes and segments are found while it runs (its command
 lines, its ranks' memory maps), never by comparing all of ``/dev/shm``
@@ -275,3 +277,49 @@ def test_lab01_failure_leaves_no_mpich_segment(fault, extra, says):
         _unlink(segs)
 
 
+# ------------------------------------------------- the hybrid agent
+RANK = """
+import json, os, sys, time
+from warmup_kit.comm.rendezvous import run_info
+info = run_info()
+path = os.path.join(sys.argv[1], "shm%d" % info["local_rank"])
+open(path + ".new", "w").write(json.dumps(info["shm"]))
+os.rename(path + ".new", path)
+time.sleep(60)                      # never meshes: the names stay
+"""
+
+
+@pytest.mark.multiproc
+@pytest.mark.timeout(60)
+def test_hybrid_agent_terminated_removes_its_segments(tmp_path):
+    script = tmp_path / f"rank_{uuid.uuid4().hex[:8]}.py"
+    script.write_text(RANK)
+    agent = subprocess.Popen(
+        [PYTHON, "-m", "warmup_kit.run", "-n", "2", "--transport", "hybrid",
+         "--grace", "2", str(script), str(tmp_path)], cwd=ROOT, env=ENV,
+        start_new_session=True, stderr=subprocess.PIPE)
+    names: list[str] = []
+    ranks: set[int] = set()
+    try:
+        assert _until(lambda: all((tmp_path / f"shm{i}").exists()
+                                  for i in range(2)), 30), "no rank started"
+        info = json.loads((tmp_path / "shm0").read_text())
+        names = [info["ctrl"], *info["data"]]
+        ranks = _with_arg(str(script)) - {agent.pid}
+        assert len(ranks) == 2 and all((SHM_DIR / n).exists()
+                                       for n in names)
+        agent.send_signal(signal.SIGTERM)
+        agent.wait(timeout=20)
+        err = agent.stderr.read().decode(errors="replace")
+        assert agent.returncode == 128 + signal.SIGTERM, (agent.returncode,
+                                                          err)
+        assert "stopped by SIGTERM" in err, err
+        assert not [n for n in names if (SHM_DIR / n).exists()]
+        assert _until(lambda: not [p for p in ranks if _alive(p)], 5)
+    finally:
+        if agent.poll() is None:
+            os.killpg(agent.pid, signal.SIGKILL)
+        agent.wait(timeout=10)
+        agent.stderr.close()
+        _kill_all(ranks | _with_arg(str(script)))
+        _unlink(names)
