@@ -19,7 +19,10 @@ and why every node must be given the same ``WARMUP_KIT_SECRET``: see
 The job ends when every rank has: the exit code is the worst rank's. A
 rank that fails (or a node that is lost) stops the whole job, on every
 node, after ``--grace`` seconds; ``--timeout`` bounds the whole run; ranks
-die with their agent.
+die with their agent. An agent that gets SIGTERM, SIGINT or SIGHUP (what a
+scheduler or a closed terminal sends) passes SIGTERM to its ranks, kills
+those still running after ``--grace`` seconds, removes the node's
+shared-memory segments and exits with 128 + the signal's number.
 """
 from __future__ import annotations
 
@@ -27,9 +30,11 @@ import argparse
 import json
 import os
 import select
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 from warmup_kit.comm.launch import die_with_parent
@@ -82,8 +87,49 @@ def _say(args, msg: str) -> None:
           flush=True)
 
 
+class _Signalled(BaseException):
+    """A stop signal reached the agent (raised by its handler, so that the
+    ``finally`` that kills the ranks and removes the segments runs)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+_STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+#: the stop signals received, and whether the cleanup has begun (a signal
+#: then is only recorded: it must not cut the cleanup short)
+_STATE: dict = {"got": [], "cleaning": False}
+
+
+def _on_stop(signum, frame) -> None:
+    _STATE["got"].append(signum)
+    if len(_STATE["got"]) == 1 and not _STATE["cleaning"]:
+        raise _Signalled(signum)
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
+    saved = {}
+    if threading.current_thread() is threading.main_thread():
+        _STATE.update(got=[], cleaning=False)
+        for sig in _STOPS:
+            if signal.getsignal(sig) not in (signal.SIG_IGN, None):
+                saved[sig] = signal.signal(sig, _on_stop)
+    try:
+        rc = _main(args)
+    except _Signalled:
+        rc = None
+    finally:
+        for sig, old in saved.items():
+            signal.signal(sig, old)
+    if _STATE["got"]:
+        _say(args, f"stopped by {signal.Signals(_STATE['got'][0]).name}")
+        return 128 + _STATE["got"][0]
+    return rc
+
+
+def _main(args) -> int:
     raw = os.environ.get(SECRET_ENV)
     if raw is None and args.nnodes > 1:
         _say(args, f"set {SECRET_ENV} (the same hex secret on every node; "
@@ -138,11 +184,27 @@ def main(argv=None) -> int:
     except (OSError, ValueError, RuntimeError) as exc:
         _say(args, f"{type(exc).__name__}: {exc}")
         return 1
+    except _Signalled:
+        _STATE["cleaning"] = True
+        _terminate(procs, args.grace)
+        raise
     finally:
+        _STATE["cleaning"] = True
         _kill(procs)
         for s in [*listeners, *peers.values()] + ([master] if master else []):
             s.close()
         unlink_node_segments(segs)
+
+
+def _terminate(procs, grace: float) -> None:
+    """SIGTERM to the ranks still running (a rank may save its state), and
+    up to ``grace`` seconds for them to end."""
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    end = time.monotonic() + grace
+    while any(p.poll() is None for p in procs) and time.monotonic() < end:
+        time.sleep(0.02)
 
 
 def _kill(procs) -> None:

@@ -149,7 +149,7 @@ class MPIComm(Comm):
             try:
                 MPI.Request.Waitall(raw, statuses)
             except MPI.Exception as exc:
-                self._failed(reqs, exc)
+                self._failed(reqs, exc, statuses)
             for r in reqs:
                 if r.recv:
                     self.check_arrival(r)
@@ -161,7 +161,7 @@ class MPIComm(Comm):
             try:
                 done = MPI.Request.Testsome(raw, scratch)
             except MPI.Exception as exc:
-                self._failed(reqs, exc)
+                self._failed(reqs, exc, scratch)
             if done is None:          # no active request left
                 break
             t = now()
@@ -182,14 +182,40 @@ class MPIComm(Comm):
             if r.recv:
                 self.check_arrival(r)
 
-    def _failed(self, reqs, exc) -> None:
-        """An MPI error in a wait (e.g. a message longer than the buffer)."""
+    def _failed(self, reqs, exc, statuses=()) -> None:
+        """An MPI error in a wait (e.g. a message longer than the buffer).
+
+        A wait over several requests (and MPICH's even over one) reports
+        ``ERR_IN_STATUS``; the real error of each failed request is in its
+        status, so that is where a truncation is found and the peer named
+        (a ``Testsome`` status is not aligned with ``reqs``: its source
+        names the sender)."""
         MPI = self._MPI
-        if exc.Get_error_class() == MPI.ERR_TRUNCATE:
-            peers = sorted({r.peer for r in reqs if r.recv})
+        cls = exc.Get_error_class()
+        bad = []                     # (error class, peer) per failed status
+        if cls == MPI.ERR_IN_STATUS:
+            for i, st in enumerate(statuses):
+                code = st.Get_error()
+                if code in (MPI.SUCCESS, MPI.ERR_PENDING):
+                    continue
+                src = st.Get_source()
+                peer = src if src >= 0 else (
+                    reqs[i].peer if len(statuses) == len(reqs) else None)
+                bad.append((MPI.Get_error_class(code), peer,
+                            MPI.Get_error_string(code)))
+        trunc = [b for b in bad if b[0] == MPI.ERR_TRUNCATE]
+        if cls == MPI.ERR_TRUNCATE or trunc:
+            peers = sorted({p for _, p, _ in trunc if p is not None}) or \
+                sorted({r.peer for r in reqs if r.recv})
             raise ProtocolError(f"rank {self.rank}: a message from rank(s) "
-                                f"{peers} was longer than expected ({exc})") \
-                from None
+                                f"{peers} was longer than expected (the "
+                                "ranks called different collectives, or "
+                                "with different lengths)") from None
+        if bad:
+            _, peer, text = bad[0]
+            peer = reqs[0].peer if peer is None else peer
+            raise PeerLost(f"rank {self.rank}: MPI error with rank {peer} "
+                           f"({text})", peer=peer, rank=self.rank) from None
         raise PeerLost(f"rank {self.rank}: MPI error ({exc})",
                        peer=reqs[0].peer, rank=self.rank) from None
 

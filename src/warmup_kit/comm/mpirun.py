@@ -2,9 +2,11 @@
 
 :func:`run_mpi` runs a script or module under ``mpiexec`` as a subprocess
 and returns the JSON object it prints, so a notebook can show a real MPI run.
-The whole job is killed if it runs past its timeout or the caller is
-interrupted (a notebook's stop button), and the shared-memory segments a
-killed MPICH job leaves in ``/dev/shm`` are removed.
+The whole job is killed if it runs past its timeout, if the caller is
+interrupted (a notebook's stop button) or terminated, or if the caller dies
+(a keeper process, :mod:`warmup_kit.comm.keeper`, stands between it and
+``mpiexec``), and the shared-memory segments a killed MPICH job leaves in
+``/dev/shm`` are removed.
 """
 from __future__ import annotations
 
@@ -14,17 +16,23 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Sequence
+
+from warmup_kit.comm import keeper
+from warmup_kit.comm.keeper import (  # noqa: F401 - re-exported
+    SHM_DIR, SHM_PREFIX, descendants, mpich_segments, own_segments,
+    remove_orphan_segments, sweep_segments)
 
 #: environment that makes oversubscribed MPICH ranks yield the CPU
 MPICH_YIELD_ENV = {"MPIR_CVAR_CH4_PROGRESS_THROTTLE": "1",
                    "MPIR_CVAR_POLLS_BEFORE_YIELD": "100"}
 #: variables the common launchers set in every rank
 MPI_ENV = ("PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK", "MPI_LOCALRANKID")
-SHM_DIR = Path("/dev/shm")
-SHM_PREFIX = "mpich_shm_"
+#: seconds the keeper gets to end a job and sweep before it is killed
+KEEPER_S = 20.0
 
 
 def launched_by_mpi() -> bool:
@@ -51,35 +59,18 @@ def mpi_command(target: str, n: int, args: Sequence[str] = ()) -> list[str]:
             *run, *map(str, args)]
 
 
-def mpich_segments() -> set[str]:
-    """Names of MPICH's shared-memory segments in ``/dev/shm``."""
-    if not SHM_DIR.is_dir():
-        return set()
-    return {p.name for p in SHM_DIR.iterdir()
-            if p.name.startswith(SHM_PREFIX)}
+def release_segment_names() -> list[str]:
+    """Unlink the names of the MPICH segments this rank maps; call it once
+    every rank of the job is past ``MPI_Init`` (after a barrier).
 
-
-def _mapped() -> set[str]:
-    """Names of ``/dev/shm`` files some live process has mapped."""
-    out = set()
-    for maps in Path("/proc").glob("[0-9]*/maps"):
-        try:
-            text = maps.read_text()
-        except OSError:
-            continue
-        for line in text.splitlines():
-            i = line.find("/dev/shm/")
-            if i >= 0:
-                out.add(line[i + 9:].split()[0])
-    return out
-
-
-def remove_orphan_segments(candidates: set[str]) -> list[str]:
-    """Unlink those of ``candidates`` that no live process maps; return
-    their names (a killed MPICH job cannot remove its own)."""
+    MPICH removes its segment at ``MPI_Finalize``, which a job that fails
+    (a rank killed, ``MPI_Abort``) never reaches, so each such run would
+    leave one in ``/dev/shm`` (4 MiB for 4 ranks). Every local rank has
+    mapped it by then and nobody opens it by name again, so the name can
+    go now: the memory lives until the last rank unmaps it, however the
+    job ends (MPICH's own unlink at finalize tolerates a missing name)."""
     gone = []
-    live = _mapped()
-    for name in sorted(candidates - live):
+    for name in sorted(own_segments()):
         try:
             (SHM_DIR / name).unlink()
             gone.append(name)
@@ -88,27 +79,89 @@ def remove_orphan_segments(candidates: set[str]) -> list[str]:
     return gone
 
 
-def sweep_segments(before: set[str], wait_s: float = 5.0) -> None:
-    """Remove the MPICH segments made since ``before`` (a
-    :func:`mpich_segments` snapshot) that no live process maps. A killed
-    rank maps its segment until the kernel has torn it down, which can
-    outlast mpiexec's exit: while some are still mapped, retry for up to
-    ``wait_s`` seconds."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        remove_orphan_segments(mpich_segments() - before)
-        if not mpich_segments() - before or time.monotonic() > deadline:
-            return
-        time.sleep(0.1)
+class _Signalled(BaseException):
+    """The caller got a stop signal while a job ran (raised by the handler
+    :func:`run_mpi` installs, so the job is taken down first)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
-def _kill(proc: subprocess.Popen, before: set[str]) -> None:
+def _trap_stop_signals() -> dict:
+    """In the main thread, make SIGTERM and SIGHUP (what schedulers and a
+    closed terminal send) raise :class:`_Signalled` once; the previous
+    handlers, to put back."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}                # the keeper still ends the job if we die
+    fired: list[int] = []
+
+    def handler(signum, frame):
+        if not fired:            # a second one must not cut the cleanup
+            fired.append(signum)
+            raise _Signalled(signum)
+
+    saved = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        old = signal.getsignal(sig)
+        if old is signal.SIG_IGN or old is None:
+            continue
+        saved[sig] = old
+        signal.signal(sig, handler)
+    return saved
+
+
+def _restore(saved: dict) -> None:
+    for sig, old in saved.items():
+        signal.signal(sig, old)
+    saved.clear()
+
+
+def _keeper_command(fd: int, cmd: list[str]) -> list[str]:
+    return [sys.executable, "-I", "-S", str(Path(keeper.__file__).resolve()),
+            str(os.getpid()), str(fd), "--", *cmd]
+
+
+def _stop(proc: subprocess.Popen, pipe: list[int], before: set[str]) -> None:
+    """Have the keeper end the job (closing its pipe), then reap it."""
+    _close(pipe)
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
+        proc.communicate(timeout=KEEPER_S)
+        return
+    except subprocess.TimeoutExpired:
         pass
+    for pid in [proc.pid, *descendants(proc.pid)]:    # a keeper that hangs
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     proc.communicate()
     sweep_segments(before)
+
+
+def _close(pipe: list[int]) -> None:
+    while pipe:
+        os.close(pipe.pop())
+
+
+def hydra_report(text: str) -> str:
+    """Hydra's report of a failed job (the ``BAD TERMINATION`` box naming
+    the process that died, its PID and exit code, and the exit string),
+    from ``mpiexec``'s output ("" if there is none)."""
+    lines = text.splitlines()
+    keep_lines = []
+    for i, line in enumerate(lines):
+        if "BAD TERMINATION" in line:
+            j = i
+            while j > 0 and not lines[j - 1].startswith("====") and i - j < 3:
+                j -= 1
+            k = i + 1
+            while k < len(lines) and not lines[k].startswith("===="):
+                k += 1
+            keep_lines += [x for x in lines[j:k] if x.strip("= ")]
+        elif line.startswith("YOUR APPLICATION TERMINATED"):
+            keep_lines.append(line)
+    return "\n".join(x.rstrip() for x in keep_lines)
 
 
 def run_mpi(target: str, n: int = 4, *, args: Sequence = (),
@@ -117,41 +170,68 @@ def run_mpi(target: str, n: int = 4, *, args: Sequence = (),
     """Run a script/module under mpiexec; return the JSON object it prints.
 
     The program must print one JSON object on a line of its own (rank 0).
-    The whole process group is killed if it runs past ``timeout`` or this
-    call is interrupted (``KeyboardInterrupt``), and the segments the killed
-    ranks left in ``/dev/shm`` are removed. With ``check=False`` a job that
-    fails (a demo of a failure) is not an error: the result is
-    ``{"returncode", "stdout", "stderr"}``.
+    The whole job (mpiexec, hydra's proxy, every rank) is killed if it runs
+    past ``timeout``, if this call is interrupted (``KeyboardInterrupt``),
+    if this process gets SIGTERM or SIGHUP (the job is taken down, then the
+    signal is handled as it would have been), or if this process dies in
+    any other way, ``SIGKILL`` included (see :mod:`warmup_kit.comm.keeper`);
+    the segments the killed ranks left in ``/dev/shm`` are removed. With
+    ``check=False`` a job that fails (a demo of a failure) is not an error:
+    the result is ``{"returncode", "stdout", "stderr"}``; otherwise the
+    error quotes hydra's report of the rank that died.
     """
     full_env = {**os.environ, **MPICH_YIELD_ENV, **(env or {})}
+    cmd = mpi_command(target, n, args)
     before = mpich_segments()
-    proc = subprocess.Popen(mpi_command(target, n, args), env=full_env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
-    deadline = time.monotonic() + timeout
+    saved = _trap_stop_signals()
+    pipe: list[int] = []
+    proc = None
+    timed_out = False
     try:
-        while True:      # short waits: an interrupt is handled within 0.2 s
+        r, w = os.pipe()          # the caller holds the only write end
+        pipe.append(w)
+        try:
+            proc = subprocess.Popen(
+                _keeper_command(r, cmd), env=full_env, pass_fds=(r,),
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                start_new_session=True)
+        finally:
+            os.close(r)
+        deadline = time.monotonic() + timeout
+        while True:       # short waits: an interrupt is handled within 0.2 s
             try:
                 out, err = proc.communicate(timeout=min(
                     0.2, max(0.0, deadline - time.monotonic())))
                 break
             except subprocess.TimeoutExpired:
                 if time.monotonic() >= deadline:
-                    raise
-    except subprocess.TimeoutExpired:
-        _kill(proc, before)
-        raise TimeoutError(f"mpiexec -n {n} {target} ran past {timeout}s") \
-            from None
+                    timed_out = True
+                    _stop(proc, pipe, before)
+                    break
+    except _Signalled as sig:
+        if proc is not None:
+            _stop(proc, pipe, before)
+        _restore(saved)
+        signal.raise_signal(sig.signum)      # as if we had not been here
+        raise InterruptedError(f"mpiexec -n {n} {target} stopped: this "
+                               f"process got signal {sig.signum}") from None
     except BaseException:          # KeyboardInterrupt: leave nothing behind
-        _kill(proc, before)
+        if proc is not None:
+            _stop(proc, pipe, before)
         raise
+    finally:
+        _close(pipe)
+        _restore(saved)
+    if timed_out:
+        raise TimeoutError(f"mpiexec -n {n} {target} ran past {timeout}s")
     if not check:
-        remove_orphan_segments(mpich_segments() - before)
         return {"returncode": proc.returncode, "stdout": out, "stderr": err}
     if proc.returncode != 0:
-        remove_orphan_segments(mpich_segments() - before)
+        report = hydra_report(out + "\n" + err)
         raise RuntimeError(f"mpiexec -n {n} {target} failed "
-                           f"({proc.returncode}):\n{err[-3000:]}")
+                           f"({proc.returncode}):\n"
+                           + (f"{report}\n" if report else "")
+                           + err[-3000:])
     for line in reversed(out.splitlines()):
         line = line.strip()
         if line.startswith("{"):

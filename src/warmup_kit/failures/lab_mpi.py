@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 
+from warmup_kit.comm.mpirun import release_segment_names
 from warmup_kit.failures import inject
 from warmup_kit.failures.board import Board
 from warmup_kit.failures.lab import Demo, finish, rank_line, rank_main
@@ -38,6 +39,10 @@ def run_mpi_rank(demo: Demo, as_json: bool = False) -> int:
     world.Barrier()
     if world.Get_rank() == 0:
         os.unlink(path)
+    # the demo ends in MPI_Abort or a killed rank, never at MPI_Finalize
+    # (where MPICH removes its /dev/shm segment): every rank is past
+    # MPI_Init now, so the segment's name can go (its memory stays mapped)
+    release_segment_names()
 
     def abort(rep, by_me: bool) -> None:
         if by_me:
