@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from warmup_kit.comm.mpirun import mpich_segments, sweep_segments
+from warmup_kit.comm.mpirun import Kept
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
@@ -84,39 +84,26 @@ class Run:
 
 def run_command(cmd: list[str], *, timeout: float, env: dict | None = None,
                 cwd: Path = ROOT) -> Run:
-    """Run ``cmd`` in its own session; on ``timeout`` kill the whole process
-    group (mpiexec and every rank it started), reap it, and fail the test."""
+    """Run ``cmd`` under the keeper (:class:`warmup_kit.comm.mpirun.Kept`):
+    when it ends, or on ``timeout`` (which fails the test), every process
+    it started (mpiexec, hydra's proxy, every rank) is killed and reaped,
+    and the MPICH segments they mapped are removed, never those of a job
+    another test (another pytest-xdist worker) is running."""
     full_env = {**os.environ, **MPICH_ENV, **(env or {})}
-    shm_before = mpich_segments()
     t0 = time.monotonic()
-    proc = subprocess.Popen([str(c) for c in cmd], cwd=cwd, env=full_env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    job = Kept(cmd, env=full_env, cwd=cwd)
     try:
-        out, err = proc.communicate(timeout=timeout)
+        out, err = job.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        out, err = proc.communicate()
-        run = Run(cmd, proc.returncode, out, err, time.monotonic() - t0)
-        pytest.fail(f"ran past its {timeout}s deadline (process group "
+        out, err = job.stop()
+        run = Run(cmd, job.returncode, out, err, time.monotonic() - t0)
+        pytest.fail(f"ran past its {timeout}s deadline (the job was "
                     f"killed):\n{run.describe()}", pytrace=False)
     finally:
-        if proc.poll() is None:          # e.g. KeyboardInterrupt, test timeout
-            _kill_group(proc)
-            proc.communicate()
-    # ranks of a finished mpiexec must not outlive it
-    _kill_group(proc)
-    # MPICH unlinks its /dev/shm segments at MPI_Finalize: a job killed on
-    # its deadline (or on purpose, as the failure tests do) leaves them
-    sweep_segments(shm_before)
-    return Run(cmd, proc.returncode, out, err, time.monotonic() - t0)
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+        if job.returncode is None:      # e.g. KeyboardInterrupt, test timeout
+            job.stop()
+        job.close()
+    return Run(cmd, job.returncode, out, err, time.monotonic() - t0)
 
 
 def mpi_run(target: str | Path, n: int, args=(), *, timeout: float,

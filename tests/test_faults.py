@@ -25,7 +25,7 @@ import pytest
 import warmup_kit as wk
 from conftest import PYTHON, ROOT, requires_mpi
 from warmup_kit.comm.deadlines import check_timeout
-from warmup_kit.comm.mpirun import mpich_segments
+from warmup_kit.comm.mpirun import mpich_segments, own_segments
 
 
 # ------------------------------------------------------- a stopped rank
@@ -154,13 +154,31 @@ time.sleep(600)
 """
 
 
+def _watch_segments(script) -> tuple[set[str], threading.Event]:
+    """The MPICH segments the job running ``script`` maps, recorded from
+    its ranks' memory maps while it runs (other jobs on the machine, e.g.
+    another pytest-xdist worker's, come and go meanwhile: comparing all of
+    /dev/shm before and after would count theirs)."""
+    seen: set[str] = set()
+    done = threading.Event()
+
+    def watch():
+        while not done.wait(0.05):
+            for line in subprocess.run(["pgrep", "-f", str(script)],
+                                       capture_output=True,
+                                       text=True).stdout.split():
+                seen.update(own_segments(int(line)))
+    threading.Thread(target=watch, daemon=True).start()
+    return seen, done
+
+
 @requires_mpi
 @pytest.mark.mpi
 @pytest.mark.timeout(120)
 def test_an_interrupted_run_mpi_leaves_nothing_behind(tmp_path):
     script = tmp_path / "hang.py"
     script.write_text(HANG)
-    before = mpich_segments()
+    seen, done = _watch_segments(script)
     # a kernel's interrupt button raises KeyboardInterrupt; a test run
     # started in the background has SIGINT ignored, and interrupt_main()
     # then does nothing, so install Python's handler for the test
@@ -174,11 +192,13 @@ def test_an_interrupted_run_mpi_leaves_nothing_behind(tmp_path):
     finally:
         timer.cancel()
         signal.signal(signal.SIGINT, handler)
+        done.set()
     assert time.monotonic() - t0 < 30
     left = subprocess.run(["pgrep", "-f", str(script)], capture_output=True,
                           text=True).stdout.split()
     assert not left, f"processes left: {left}"
-    assert not (mpich_segments() - before), "MPICH segments left in /dev/shm"
+    assert seen, "the job's segment was never seen (did MPICH make one?)"
+    assert not (seen & mpich_segments()), "MPICH segments left in /dev/shm"
 
 
 @requires_mpi
@@ -187,10 +207,14 @@ def test_an_interrupted_run_mpi_leaves_nothing_behind(tmp_path):
 def test_run_mpi_past_its_timeout_kills_the_job(tmp_path):
     script = tmp_path / "hang.py"
     script.write_text(HANG)
-    before = mpich_segments()
-    with pytest.raises(TimeoutError, match="ran past"):
-        wk.run_mpi(str(script), 2, timeout=5)
-    assert not (mpich_segments() - before)
+    seen, done = _watch_segments(script)
+    try:
+        with pytest.raises(TimeoutError, match="ran past"):
+            wk.run_mpi(str(script), 2, timeout=5)
+    finally:
+        done.set()
+    assert seen, "the job's segment was never seen (did MPICH make one?)"
+    assert not (seen & mpich_segments())
 
 
 # ----------------------------------------------------------- timeouts

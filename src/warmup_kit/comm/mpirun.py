@@ -122,21 +122,64 @@ def _keeper_command(fd: int, cmd: list[str]) -> list[str]:
             str(os.getpid()), str(fd), "--", *cmd]
 
 
-def _stop(proc: subprocess.Popen, pipe: list[int], before: set[str]) -> None:
-    """Have the keeper end the job (closing its pipe), then reap it."""
-    _close(pipe)
-    try:
-        proc.communicate(timeout=KEEPER_S)
-        return
-    except subprocess.TimeoutExpired:
-        pass
-    for pid in [proc.pid, *descendants(proc.pid)]:    # a keeper that hangs
+class Kept:
+    """``cmd`` (an ``mpiexec`` job, or any program that starts processes)
+    run under the keeper: its processes die with this one, and
+    :meth:`stop` ends every one of them and removes the MPICH segments
+    they mapped, never another job's. What :func:`run_mpi` and the tests'
+    launcher use.
+
+    Args:
+        cmd: the command line.
+        env, cwd: as for :class:`subprocess.Popen`.
+    """
+
+    def __init__(self, cmd: Sequence[str], *, env: dict | None = None,
+                 cwd=None) -> None:
+        self.before = mpich_segments()
+        self.pipe: list[int] = []
+        r, w = os.pipe()          # the caller holds the only write end
+        self.pipe.append(w)
         try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
+            self.proc = subprocess.Popen(
+                _keeper_command(r, [str(c) for c in cmd]), env=env, cwd=cwd,
+                pass_fds=(r,), stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True, start_new_session=True)
+        except BaseException:
+            _close(self.pipe)
+            raise
+        finally:
+            os.close(r)
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.returncode
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        """The job's (stdout, stderr) once it ends; raises
+        :class:`subprocess.TimeoutExpired` after ``timeout`` seconds."""
+        return self.proc.communicate(timeout=timeout)
+
+    def stop(self) -> tuple[str, str]:
+        """Have the keeper end the job (closing its pipe), reap it; what it
+        printed."""
+        _close(self.pipe)
+        try:
+            return self.proc.communicate(timeout=KEEPER_S)
+        except subprocess.TimeoutExpired:
             pass
-    proc.communicate()
-    sweep_segments(before)
+        for pid in [self.proc.pid, *descendants(self.proc.pid)]:
+            try:                                   # a keeper that hangs
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        out = self.proc.communicate()
+        sweep_segments(self.before)
+        return out
+
+    def close(self) -> None:
+        """Release the pipe (after the job has ended)."""
+        _close(self.pipe)
 
 
 def _close(pipe: list[int]) -> None:
@@ -181,55 +224,45 @@ def run_mpi(target: str, n: int = 4, *, args: Sequence = (),
     error quotes hydra's report of the rank that died.
     """
     full_env = {**os.environ, **MPICH_YIELD_ENV, **(env or {})}
-    cmd = mpi_command(target, n, args)
-    before = mpich_segments()
     saved = _trap_stop_signals()
-    pipe: list[int] = []
-    proc = None
+    job = None
     timed_out = False
     try:
-        r, w = os.pipe()          # the caller holds the only write end
-        pipe.append(w)
-        try:
-            proc = subprocess.Popen(
-                _keeper_command(r, cmd), env=full_env, pass_fds=(r,),
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                start_new_session=True)
-        finally:
-            os.close(r)
+        job = Kept(mpi_command(target, n, args), env=full_env)
         deadline = time.monotonic() + timeout
         while True:       # short waits: an interrupt is handled within 0.2 s
             try:
-                out, err = proc.communicate(timeout=min(
+                out, err = job.communicate(timeout=min(
                     0.2, max(0.0, deadline - time.monotonic())))
                 break
             except subprocess.TimeoutExpired:
                 if time.monotonic() >= deadline:
                     timed_out = True
-                    _stop(proc, pipe, before)
+                    job.stop()
                     break
     except _Signalled as sig:
-        if proc is not None:
-            _stop(proc, pipe, before)
+        if job is not None:
+            job.stop()
         _restore(saved)
         signal.raise_signal(sig.signum)      # as if we had not been here
         raise InterruptedError(f"mpiexec -n {n} {target} stopped: this "
                                f"process got signal {sig.signum}") from None
     except BaseException:          # KeyboardInterrupt: leave nothing behind
-        if proc is not None:
-            _stop(proc, pipe, before)
+        if job is not None:
+            job.stop()
         raise
     finally:
-        _close(pipe)
+        if job is not None:
+            job.close()
         _restore(saved)
     if timed_out:
         raise TimeoutError(f"mpiexec -n {n} {target} ran past {timeout}s")
     if not check:
-        return {"returncode": proc.returncode, "stdout": out, "stderr": err}
-    if proc.returncode != 0:
+        return {"returncode": job.returncode, "stdout": out, "stderr": err}
+    if job.returncode != 0:
         report = hydra_report(out + "\n" + err)
         raise RuntimeError(f"mpiexec -n {n} {target} failed "
-                           f"({proc.returncode}):\n"
+                           f"({job.returncode}):\n"
                            + (f"{report}\n" if report else "")
                            + err[-3000:])
     for line in reversed(out.splitlines()):
