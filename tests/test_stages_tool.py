@@ -37,6 +37,13 @@ def test_every_stage_is_in_one_lane_and_needs_come_first():
                 assert lane.index(need) < lane.index(st.name)
 
 
+def test_the_book_is_built_alone_first():
+    """Its notebook times are what a reader waits: nothing beside it."""
+    for st in TS.stages(4):
+        if st.name != "book":
+            assert "book" in st.needs + st.after, st.name
+
+
 @pytest.mark.slow
 def test_a_stage_that_fails_fails_the_run_and_its_dependants_do_not_run(
         tmp_path, monkeypatch, capsys):
