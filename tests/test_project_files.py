@@ -138,8 +138,13 @@ def test_makefile_targets():
     text = (ROOT / "Makefile").read_text()
     for target in ("venv", "test", "book"):
         assert re.search(rf"^{target}:", text, re.M), target
+    # make test runs tools/test_stages.py, whose stages are every check
     test_recipe = re.search(r"^test:.*\n((?:\t.*\n)+)", text, re.M).group(1)
-    assert "pytest" in test_recipe and "tests" in test_recipe
+    assert "tools/test_stages.py" in test_recipe
+    stages = (ROOT / "tools" / "test_stages.py").read_text()
+    for stage in ('"pytest", "-q", "tests"', '"--nbval", "book"',
+                  '"book"]', '"check-site"]', '"check-lab"]'):
+        assert stage in stages, stage
     assert re.search(r"^test:.*\bvenv\b", text, re.M)
     assert re.search(r"^book:.*\bvenv\b", text, re.M)
     assert "jupyter-book build" in text
