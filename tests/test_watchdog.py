@@ -306,10 +306,10 @@ def test_the_watchdog_keeps_beating_after_it_acted(tmp_path):
     deadline = time.monotonic() + 5
     while not got and time.monotonic() < deadline:
         time.sleep(0.02)
-    time.sleep(0.5)
+    time.sleep(1.0)
     age = time.monotonic() - me.rows()[0].beat_s
     wd.stop()
-    assert got and age < 0.3
+    assert got and age < 0.5
     me.close(), other.close()
 
 

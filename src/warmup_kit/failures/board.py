@@ -8,19 +8,20 @@ collective (its own timeout or watchdog ended it), and a heartbeat: the
 rank's watchdog thread writes the time into its row several times a
 second, so a row whose heartbeat has stopped belongs to a process that no
 longer runs (stopped, or stuck where none of its threads runs) even though
-its process still exists. It is PyTorch's
-flight recorder (a per-rank record of recent collectives with their
-sequence numbers, dumped on a timeout) and its TCPStore heartbeat in one
-table: with every rank's row side by side, a stall names its culprit,
-the rank that has not entered the collective the others are waiting in
-(:func:`warmup_kit.failures.watchdog.diagnose`).
+it still exists. It is PyTorch's flight recorder (a per-rank record of
+recent collectives with their sequence numbers, dumped on a timeout) and
+its TCPStore heartbeat in one table: with every rank's row side by
+side, a stall names its culprit, the rank the others wait on: one whose
+heartbeat stopped, or one that has not entered the collective the others
+are waiting in (:func:`warmup_kit.failures.watchdog.diagnose`).
 
 Only a rank writes its own row; anyone reads. A header row holds the
 job-wide verdict: the first watchdog to see a hang writes the culprit
 (or that no rank is to blame) there, under a file lock, so every other
-rank's watchdog gives the same answer at once. The board is one file, so it serves ranks of one host
-(the demos' sockets, shared-memory and MPI ranks); across hosts the same
-rows would live in a key-value store such as PyTorch's TCPStore.
+rank's watchdog gives the same answer at once. The board is one file, so
+it serves ranks of one host (the demos' sockets, shared-memory and MPI
+ranks); across hosts the same rows would live in a key-value store such
+as PyTorch's TCPStore.
 """
 from __future__ import annotations
 

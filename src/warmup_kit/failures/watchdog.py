@@ -113,13 +113,11 @@ def _cause(r: Row, s: int, op: str, now: float, stale_s: float
     if not alive(r.pid):
         return DEAD, "is dead (its process is gone)"
     where = (f"inside collective #{r.started} ({r.op})" if r.inside else
-             f"at step {r.step}, outside any collective (it finished "
-             f"#{r.done})")
+             f"at step {r.step}, outside any collective, after #{r.done}")
     if age > stale_s:
         return FROZEN, (f"is frozen: its process is alive but its heartbeat "
-                        f"stopped {age:.1f} s ago, {where} (a stopped "
-                        "process, or one stuck where none of its threads "
-                        "runs)")
+                        f"stopped {age:.1f} s ago, {where} (stopped, or "
+                        "stuck where none of its threads runs)")
     if not r.inside and r.started < s:
         return BEHIND, (f"is alive at step {r.step}, outside any "
                         f"collective: it finished #{r.done} and has not "
@@ -167,7 +165,8 @@ def diagnose(rows: list[Row], now: float | None = None,
     waiting = [r for r in inside if r.rank not in found]
     first = min([r for r in waiting if r.started == s] or waiting or at_s,
                 key=lambda r: r.t_started_s)
-    stalest = min(rows, key=lambda r: r.beat_s)
+    stalest = min([r for r in rows if not r.gave_up] or rows,
+                  key=lambda r: r.beat_s)
     return Report(seq=s, op=first.op, nbytes=first.nbytes,
                   waiting=tuple(r.rank for r in waiting),
                   culprits=tuple(sorted(found)),
