@@ -1,5 +1,6 @@
-"""Lab 01's failure extension: a hang, a killed rank, a straggler, for real
-(``labs/lab01.py --fail {hang,kill,slow} --fail-rank K``; Chapter 8).
+"""Lab 01's failure extension: a hang, a killed rank, a stopped rank, a
+straggler, for real (``labs/lab01.py --fail {hang,kill,slow} --fail-rank
+K``; Chapter 8; ``stop`` and ``inside`` from Python).
 
 Every rank runs a loop of steps: compute (real numpy work), then an
 all-reduce of the "gradients", each collective marked on the progress
@@ -13,13 +14,24 @@ board (:mod:`warmup_kit.failures.board`) with a watchdog beside it
 * ``kill``: SIGKILLs itself (a node that lost power). Over sockets and
   shared memory the others raise :class:`~warmup_kit.PeerLost` naming K;
   under ``mpirun`` the launcher sees a rank die and kills the whole job.
+* ``stop``: SIGSTOPs itself (a process the OS no longer runs: it exists,
+  but none of its threads runs, so its heartbeat on the board stops). The
+  others' watchdog, or their timeouts refined from the board, name K as
+  frozen.
 * ``slow``: does ``slow_factor`` times the work at every step (a
   throttling GPU). The run completes; the straggler is found from the
   per-rank compute times (:mod:`warmup_kit.failures.straggler`).
+
+With ``inside=True`` a hang, kill or stop happens inside the step's
+all-reduce instead: after rank K entered it on the board, before its first
+transfer (a kernel that never returns). Every rank is then inside the same
+collective: a hung K still beats (no rank is behind, and the watchdog says
+so), a stopped K is frozen.
 """
 from __future__ import annotations
 
 import os
+import signal
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -33,10 +45,11 @@ from warmup_kit.errors import CollectiveTimeout, PeerLost, RankDied
 from warmup_kit.failures import inject
 from warmup_kit.failures.board import Board, alive
 from warmup_kit.failures.straggler import find_stragglers
-from warmup_kit.failures.watchdog import HangDetected, Watchdog, refine
+from warmup_kit.failures.watchdog import (
+    STALE_S, HangDetected, Watchdog, refine)
 from warmup_kit.machine import limit_blas_threads
 
-FAULTS = ("hang", "kill", "slow")
+FAULTS = ("hang", "kill", "stop", "slow")
 
 
 @dataclass(frozen=True)
@@ -44,9 +57,9 @@ class Demo:
     """One failure demo (every rank gets the same).
 
     Attributes:
-        fault: "hang", "kill" or "slow".
+        fault: "hang", "kill", "stop" or "slow".
         rank: the culprit K.
-        fail_step: the step at which a hang or a kill happens.
+        fail_step: the step at which a hang, a kill or a stop happens.
         steps: steps in the loop.
         timeout: seconds a collective may wait (None: no limit; the
             watchdog ends a hang).
@@ -58,6 +71,8 @@ class Demo:
             4 ranks on 2 cores the scheduler alone can make one healthy
             rank compute twice as long as another, and a 3x straggler
             hid in that spread on a loaded machine).
+        inside: a hang, kill or stop happens inside the step's all-reduce
+            (entered on the board, nothing sent yet), not before it.
     """
 
     fault: str
@@ -69,6 +84,7 @@ class Demo:
     nbytes: int = 64 << 10
     work: int = 40
     slow_factor: float = 6.0
+    inside: bool = False
 
     def __post_init__(self) -> None:
         if self.fault not in FAULTS:
@@ -78,6 +94,8 @@ class Demo:
             raise ValueError(f"fail_step must be in 0..{self.steps - 1}")
         if self.watchdog_s <= 0:
             raise ValueError("watchdog_s must be > 0")
+        if self.inside and self.fault == "slow":
+            raise ValueError("inside applies to hang, kill and stop")
 
 
 def compute(units: float, a: np.ndarray) -> None:
@@ -116,8 +134,10 @@ def rank_main(comm: Comm, demo: Demo, board_path: str, abort=None,
     # compute vary more than the 6x straggler's
     limit_blas_threads(1)
     board = Board(board_path, comm.size, r)
-    if r == demo.rank and demo.fault in ("hang", "kill"):
-        inject.arm("lab.step", demo.fault, step=demo.fail_step)
+    if r == demo.rank and demo.fault in ("hang", "kill", "stop"):
+        inject.arm("lab.collective" if demo.inside else "lab.step",
+                   _stop if demo.fault == "stop" else demo.fault,
+                   step=demo.fail_step)
     out = {"rank": r, "ok": False, "compute_s": [], "comm_s": [],
            "report": None, "error": None, "peer": None}
 
@@ -135,8 +155,11 @@ def rank_main(comm: Comm, demo: Demo, board_path: str, abort=None,
     t_wait = time.perf_counter()
 
     def failed(exc) -> None:
-        if isinstance(exc, CollectiveTimeout):
-            exc = refine(exc, board)
+        if isinstance(exc, CollectiveTimeout) and \
+                not isinstance(exc, HangDetected):
+            # a rank frozen since the wait began is stale by the timeout
+            exc = refine(exc, board, stale_s=min(
+                STALE_S, (demo.timeout or demo.watchdog_s) / 2))
         out.update(error=type(exc).__name__, message=str(exc), peer=exc.peer,
                    waited_s=time.perf_counter() - t_wait)
     try:
@@ -149,6 +172,7 @@ def rank_main(comm: Comm, demo: Demo, board_path: str, abort=None,
                 inject.point("lab.step", rank=r, step=step)
                 t1 = t_wait = time.perf_counter()
                 with board.collective("allreduce", x.nbytes):
+                    inject.point("lab.collective", rank=r, step=step)
                     y = allreduce(x, comm, timeout=demo.timeout)
                 t2 = time.perf_counter()
                 if not np.all(y == comm.size * (comm.size - 1) / 2):
@@ -171,6 +195,12 @@ def rank_main(comm: Comm, demo: Demo, board_path: str, abort=None,
     if not out["ok"] and raise_failure:
         raise RankFailed(out)
     return out
+
+
+def _stop(**point) -> None:
+    """The ``stop`` fault: this whole process stops until a SIGCONT (or
+    the SIGKILL that ends the demo)."""
+    os.kill(os.getpid(), signal.SIGSTOP)
 
 
 def run_local(demo: Demo, world: int = 4, transport: str = "sockets"
@@ -245,8 +275,11 @@ def lines(res: dict) -> list[str]:
     d = res["demo"]
     what = {"slow": f"does {d['slow_factor']:g}x the work at every step",
             "hang": f"hangs at step {d['fail_step']}",
-            "kill": f"is killed (SIGKILL) at step {d['fail_step']}"
+            "kill": f"is killed (SIGKILL) at step {d['fail_step']}",
+            "stop": f"is stopped (SIGSTOP) at step {d['fail_step']}",
             }[d["fault"]]
+    if d.get("inside"):
+        what += ", inside its all-reduce"
     out = [f"{res['transport']}: {res['world']} ranks, rank {d['rank']} "
            f"{what}, timeout "
            f"{d['timeout'] if d['timeout'] is not None else 'none'}, "

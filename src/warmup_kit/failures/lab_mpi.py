@@ -46,9 +46,10 @@ def run_mpi_rank(demo: Demo, as_json: bool = False) -> int:
 
     def abort(rep, by_me: bool) -> None:
         if by_me:
-            _emit({"watchdog": rep.text if rep else "a hang"}, as_json,
-                  f"watchdog: {rep.text if rep else 'a hang'}; aborting "
-                  "the MPI job")
+            text = rep.text if rep else ("a hang, not diagnosed (the "
+                                         "watchdog failed: see stderr)")
+            _emit({"watchdog": text}, as_json,
+                  f"watchdog: {text}; aborting the MPI job")
         else:
             time.sleep(1.0)        # let the announcing rank print first
         world.Abort(3)
