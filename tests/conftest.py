@@ -215,7 +215,7 @@ def _spawning_tests_are_marked(request, monkeypatch):
 #: at most one of them competes with the others for the 2 cores
 TIMING_FILES = {"test_failures.py", "test_watchdog.py", "test_frames.py",
                 "test_straggler.py", "test_faults.py", "test_bad_input.py",
-                "test_partition.py"}
+                "test_partition.py", "test_frozen_ranks.py"}
 
 
 def pytest_collection_modifyitems(config, items):
