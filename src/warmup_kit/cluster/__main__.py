@@ -96,6 +96,7 @@ def _attach(info: dict) -> Cluster:
     cl.link, cl.ranks_per_node = info["link"], info["ranks_per_node"]
     cl.nodes = [Node(**n) for n in info["nodes"]]
     cl.detached, cl._up, cl._procs, cl._old_handlers = True, True, [], {}
+    cl._closing = cl._building = False
     cl.prefix_len = 24
     return cl
 
