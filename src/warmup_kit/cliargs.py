@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from warmup_kit.units import parse_rate, parse_size
+from warmup_kit.units import human_bytes, parse_rate, parse_size
 
 
 def _bad(msg: str) -> argparse.ArgumentTypeError:
@@ -80,17 +80,15 @@ non_negative_float = float_range(0.0)
 def byte_size(lo: int = 0, hi: int | None = None):
     """A size like 8, 64K, 1.5M, 16MiB (:func:`warmup_kit.units.parse_size`)
     in [lo, hi] bytes."""
-    from warmup_kit.units import human_bytes
-
     def parse(text: str) -> int:
         try:
             v = parse_size(text)
         except ValueError as exc:
             raise _bad(str(exc)) from None
         if v < lo or (hi is not None and v > hi):
-            top = f", at most {human_bytes(hi)}" if hi is not None else ""
-            raise _bad(f"size {text!r} must be at least {human_bytes(lo)}"
-                       f"{top}")
+            raise _bad(f"size {text!r} must be "
+                       + (f"at least {human_bytes(lo)}" if hi is None else
+                          f"between {human_bytes(lo)} and {human_bytes(hi)}"))
         return v
     parse.__name__ = "size"
     return parse
@@ -134,20 +132,22 @@ def hex_secret(text: str) -> bytes:
     return raw
 
 
-def env_default(name: str, parse, default, environ=None):
+def env_default(name: str, parse, default, parser=None):
     """``parse(os.environ[name])`` if set, else ``default``; a bad value is
-    a one-line ``SystemExit(2)`` naming the variable."""
+    a one-line usage error naming the variable (``parser.error``, or
+    ``SystemExit(2)``)."""
     import os
     import sys
-    env = os.environ if environ is None else environ
-    raw = env.get(name)
+    raw = os.environ.get(name)
     if raw is None:
         return default
     try:
         return parse(raw)
     except argparse.ArgumentTypeError as exc:
-        print(f"error: environment variable {name}={raw!r}: {exc}",
-              file=sys.stderr)
+        msg = f"environment variable {name}={raw!r}: {exc}"
+        if parser is not None:
+            parser.error(msg)
+        print(f"error: {msg}", file=sys.stderr)
         raise SystemExit(2) from None
 
 
@@ -166,4 +166,15 @@ def comma_list(parse, *, name: str = "item"):
 __all__ = ["byte_size", "comma_list", "env_default", "float_range",
            "hex_secret", "int_range", "non_negative_float",
            "non_negative_int", "port", "positive_float", "positive_int",
-           "rate", "rate_or_none"]
+           "rate", "rate_or_none", "validated"]
+
+
+def validated(parse, *, keep: tuple[str, ...] = ()):
+    """The text itself, once ``parse`` accepts it (or it is one of
+    ``keep``, e.g. 'auto'): for a flag passed on as a string."""
+    def check(text: str) -> str:
+        if str(text).strip().lower() not in keep:
+            parse(text)
+        return text
+    check.__name__ = getattr(parse, "__name__", "value")
+    return check

@@ -49,11 +49,13 @@ def _resolve(p: argparse.ArgumentParser, flag: str, host: str) -> None:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    env = cliargs.env_default
     p = argparse.ArgumentParser(
         prog="python -m warmup_kit.run",
         description="Start this node's ranks of a multi-node job and meet "
                     "the other nodes (a torchrun-like rendezvous).")
+
+    def env(name, parse, default):
+        return cliargs.env_default(name, parse, default, parser=p)
     p.add_argument("--nnodes", type=cliargs.positive_int,
                    default=env("NNODES", cliargs.positive_int, 1))
     p.add_argument("--node-rank", type=cliargs.non_negative_int,
