@@ -105,9 +105,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.fail_step >= args.steps:
         p.error(f"--fail-step {args.fail_step} is past the last step "
                 f"({args.steps - 1}; --steps {args.steps})")
-    if args.world is not None and args.fail_rank >= args.world:
-        p.error(f"--fail-rank {args.fail_rank} is not a rank of --world "
-                f"{args.world}")
     args.sizes = tuple(args.size or DEFAULT_SIZES)
     if args.timeout is None and args.fail is None:
         args.timeout = 60.0

@@ -70,7 +70,7 @@ CASES = [
     ("labs/lab01.py", ["--world", "0"]),
     ("labs/lab01.py", ["--size", "0"]),
     ("labs/lab01.py", ["--size", "12"]),
-    ("labs/lab01.py", ["--world", "2", "--fail", "kill", "--fail-rank", "2"]),
+    ("labs/lab01.py", ["--steps", "0"]),
     ("labs/lab01.py", ["--algorithm", "nope"]),
     ("labs/lab02.py", ["--system", "nope"]),
     ("labs/lab02.py", ["--emulated", "later"]),
@@ -132,8 +132,10 @@ def test_bad_arguments_are_usage_errors(entry, argv, monkeypatch):
     _check(rc, err.getvalue(), time.monotonic() - t0, (entry, argv))
 
 
-def test_exec_on_an_unknown_node_is_a_usage_error(monkeypatch, capsys):
+def test_exec_on_an_unknown_node_is_a_usage_error(monkeypatch, capsys,
+                                                  tmp_path):
     from warmup_kit.cluster import __main__ as cli, janitor
+    monkeypatch.setattr(janitor, "registry_dir", lambda: tmp_path)
     fake = {"prefix": "wkc1-0", "switch": "wkc1-0-switch", "link": "1gbit",
             "ranks_per_node": 1, "detached": True, "pid": 1,
             "nodes": [{"name": f"node{i}", "netns": f"wkc1-0-node{i}",
