@@ -129,8 +129,10 @@ def report(doc: dict) -> str:
 
 def main(argv=None) -> int:
     from warmup_kit import cliargs
+    from warmup_kit.algorithms import algorithms_for
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--algorithm", default="ring")
+    p.add_argument("--algorithm", default="ring",
+                   choices=algorithms_for("allreduce"))
     p.add_argument("--timeout", type=cliargs.positive_float, default=3.0)
     p.add_argument("--nbytes", type=cliargs.byte_size(8), default=1 << 20)
     p.add_argument("--link", type=cliargs.rate, default="1gbit")

@@ -89,6 +89,7 @@ CASES = [
     ("benchmarks/partition.py", ["--nbytes", "lots"]),
     ("benchmarks/partition.py", ["--timeout", "0"]),
     ("benchmarks/partition.py", ["--link", "1bit"]),
+    ("benchmarks/partition.py", ["--algorithm", "warp"]),
     ("warmup_kit.failures.goodput_cli", ["--reps", "0"]),
     ("warmup_kit.measure.crossover", ["--ranks", "1", "--out", "x.json"]),
     ("warmup_kit.measure.fit", ["x.json", "--min-bytes", "-1"]),

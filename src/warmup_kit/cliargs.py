@@ -123,9 +123,8 @@ def hex_secret(text: str) -> bytes:
     try:
         raw = bytes.fromhex(t)
     except ValueError:
-        raise _bad("the secret must be hex digits (e.g. from "
-                   "`python -c 'import secrets; print(secrets.token_hex(32))'`)"
-                   ) from None
+        raise _bad("the secret must be hex digits, e.g. from `python -c "
+                   "'import secrets; print(secrets.token_hex(32))'`") from None
     if len(raw) < 16:
         raise _bad(f"the secret must be at least 16 bytes (32 hex digits), "
                    f"got {len(raw)}")
