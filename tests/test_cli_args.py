@@ -183,3 +183,30 @@ def test_bad_arguments_from_a_shell(argv, env):
     assert len(errors) == 1, (argv, p.stderr)
     assert p.stdout == "", (argv, p.stdout)      # nothing ran
     assert took < 20, (argv, f"{took:.1f} s")
+
+
+def test_the_shared_types_bound_what_they_accept():
+    import argparse
+
+    from warmup_kit import cliargs
+    from warmup_kit.units import parse_rate
+    assert parse_rate("1kbit") == 125 and parse_rate("1tbit") == 125e9
+    for bad in ("99999999tbit", "999bit", "2tbit", "0gbit"):
+        with pytest.raises(ValueError, match="link rate"):
+            parse_rate(bad)
+    ok = {cliargs.positive_int: ("1", 1), cliargs.port: ("65535", 65535),
+          cliargs.non_negative_float: ("0", 0.0),
+          cliargs.byte_size(1, 1 << 30): ("1G", 1 << 30),
+          cliargs.rate_or_none: ("None", None)}
+    for parse, (text, want) in ok.items():
+        assert parse(text) == want
+    bad = [(cliargs.positive_int, "0"), (cliargs.positive_int, "1.5"),
+           (cliargs.port, "0"), (cliargs.port, "65536"),
+           (cliargs.positive_float, "0"), (cliargs.positive_float, "inf"),
+           (cliargs.non_negative_float, "nan"),
+           (cliargs.byte_size(1, 1 << 30), "2G"),
+           (cliargs.hex_secret, "ab" * 15), (cliargs.hex_secret, "xyz"),
+           (cliargs.comma_list(cliargs.positive_int), " , ")]
+    for parse, text in bad:
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse(text)

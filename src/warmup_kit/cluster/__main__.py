@@ -11,9 +11,12 @@ it up for ``exec`` (which also sets hydra's launcher, hostfile and
 interface, so ``mpirun -n 4 python labs/lab01.py`` on node 0 spans the
 nodes: :mod:`warmup_kit.cluster.mpi`); with ``--hold`` it stays in the
 foreground until Ctrl-C or SIGTERM and then removes it. If ``up`` is
-stopped while building, it removes what it made; if it is killed
-(SIGKILL), ``down`` removes the rest. ``down`` removes every cluster of ours
-whose owner is gone (``--all``: every one, held or not).
+stopped (Ctrl-C, SIGTERM) or fails while building, it removes what it made
+before it exits; if it is killed (SIGKILL), ``down`` removes the rest.
+``down`` removes every cluster of ours whose owner is gone (``--all``:
+every one, held or not; ``--prefix``: that one only). It never removes a
+cluster ``up`` is still building: it waits for the build (``--wait``
+seconds, 120 by default), then refuses, naming it.
 """
 from __future__ import annotations
 
