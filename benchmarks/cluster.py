@@ -196,25 +196,29 @@ def report(doc: dict) -> None:
 
 
 def main(argv=None) -> int:
+    from warmup_kit import cliargs as A
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--nodes", type=int, default=2)
-    p.add_argument("--ranks-per-node", type=int, default=2)
-    p.add_argument("--link", default="auto",
+    p.add_argument("--nodes", type=A.int_range(2, 64), default=2)
+    p.add_argument("--ranks-per-node", type=A.int_range(1, 64), default=2)
+    p.add_argument("--link", type=A.validated(A.rate, keep=("auto",)),
+                   default="auto",
                    help="tc rate of each cable, or 'auto' (fast tier / "
                         "--ratio)")
-    p.add_argument("--ratio", type=float, default=10.0,
+    p.add_argument("--ratio", type=A.float_range(1.0, open_lo=True),
+                   default=10.0,
                    help="tier ratio aimed at with --link auto (default 10)")
-    p.add_argument("--sizes", default=DEFAULT_SIZES)
-    p.add_argument("--reps", type=int, default=5,
+    p.add_argument("--sizes", default=DEFAULT_SIZES, type=A.validated(
+        A.comma_list(A.byte_size(1), name="size")))
+    p.add_argument("--reps", type=A.positive_int, default=5,
                    help="timed calls per point at least (more for a fast "
                         "point; default 5)")
-    p.add_argument("--rounds", type=int, default=3,
+    p.add_argument("--rounds", type=A.positive_int, default=3,
                    help="runs of the experiments, each followed by a "
                         "calibration; each point is the median (default 3)")
     p.add_argument("--transport", default="hybrid",
                    choices=("hybrid", "sockets"))
-    p.add_argument("--timeout", type=float, default=600.0)
+    p.add_argument("--timeout", type=A.positive_float, default=600.0)
     p.add_argument("--check", action="store_true",
                    help="exit 1 unless within 25%% at >= 1 MiB and the "
                         "same winners")

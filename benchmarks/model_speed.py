@@ -17,6 +17,8 @@ import argparse
 import statistics
 import time
 
+from warmup_kit import cliargs
+
 from warmup_kit.algorithms import build
 from warmup_kit.model.hardware import cluster
 from warmup_kit.model.nccl import best_for_shape, busbw
@@ -48,7 +50,7 @@ def widget_frame(nodes: int = 4) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--repeat", type=cliargs.positive_int, default=5)
     ap.add_argument("--check", action="store_true",
                     help="exit 1 if a target is missed")
     args = ap.parse_args(argv)

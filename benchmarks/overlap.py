@@ -38,6 +38,7 @@ import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import warmup_kit as wk  # noqa: E402
+from warmup_kit import cliargs  # noqa: E402
 from warmup_kit.machine import cores, cpu_name, load_average  # noqa: E402
 from warmup_kit.train import run as R  # noqa: E402
 from warmup_kit.train.timeline import cpu_share  # noqa: E402
@@ -75,11 +76,13 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    ap.add_argument("--ranks", type=int, nargs="+", default=[2, 4],
+    ap.add_argument("--ranks", type=cliargs.int_range(1, 64), nargs="+",
+                    default=[2, 4],
                     help="rank counts to run")
     ap.add_argument("--transport", choices=("shm", "sockets"), default="shm",
                     help="how the ranks talk")
-    ap.add_argument("--steps", type=int, default=R.Config.steps,
+    ap.add_argument("--steps", type=cliargs.positive_int,
+                    default=R.Config.steps,
                     help="training steps per setting")
     # (argparse formats help with %: a literal percent sign is %%)
     ap.add_argument("--check", action="store_true",

@@ -128,17 +128,21 @@ def report(doc: dict) -> str:
 
 
 def main(argv=None) -> int:
+    from warmup_kit import cliargs
+    from warmup_kit.algorithms import algorithms_for
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--algorithm", default="ring")
-    p.add_argument("--timeout", type=float, default=3.0)
-    p.add_argument("--nbytes", type=int, default=1 << 20)
-    p.add_argument("--link", default="1gbit")
+    p.add_argument("--algorithm", default="ring",
+                   choices=algorithms_for("allreduce"))
+    p.add_argument("--timeout", type=cliargs.positive_float, default=3.0)
+    p.add_argument("--nbytes", type=cliargs.byte_size(8), default=1 << 20)
+    p.add_argument("--link", type=cliargs.rate, default="1gbit")
     p.add_argument("--json", help="store the run here")
     p.add_argument("--show", help="print a stored run and exit")
     p.add_argument("--rank-side", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--ready", help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
-    p.add_argument("--steps", type=int, default=100000, help=argparse.SUPPRESS)
+    p.add_argument("--steps", type=cliargs.positive_int, default=100000,
+                   help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.rank_side:
         rank_main(args)

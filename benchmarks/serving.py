@@ -46,6 +46,7 @@ import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import warmup_kit as wk  # noqa: E402
+from warmup_kit import cliargs  # noqa: E402
 from warmup_kit.comm.mpirun import launched_by_mpi, run_mpi  # noqa: E402
 from warmup_kit.machine import cores, cpu_name, load_average  # noqa: E402
 from warmup_kit.serving import handoff as HO  # noqa: E402
@@ -189,7 +190,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    ap.add_argument("--ranks", type=int, nargs="+", default=[2, 4],
+    ap.add_argument("--ranks", type=cliargs.int_range(2, 64), nargs="+",
+                    default=[2, 4],
                     help="rank counts to run")
     ap.add_argument("--transports", nargs="+", default=["sockets", "shm",
                                                         "mpi"],

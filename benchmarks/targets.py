@@ -272,15 +272,16 @@ def evaluate_shm(data: dict, host: dict) -> list[dict]:
 
 
 def main(argv=None) -> int:
+    from warmup_kit import cliargs as A
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--check", action="store_true",
                    help="exit 1 if any target is missed")
-    p.add_argument("--ranks", type=int, action="append",
+    p.add_argument("--ranks", type=A.int_range(2, 64), action="append",
                    help="N to run (repeatable; default 2 and 4)")
-    p.add_argument("--iters", type=int, default=40,
+    p.add_argument("--iters", type=A.positive_int, default=40,
                    help="timed iterations per size (x20 at 8 bytes)")
-    p.add_argument("--timeout", type=float, default=900.0)
-    p.add_argument("--shm-passes", type=int, default=4,
+    p.add_argument("--timeout", type=A.positive_float, default=900.0)
+    p.add_argument("--shm-passes", type=A.non_negative_int, default=4,
                    help="alternating MPI / shared-memory jobs (0: skip the "
                         "shared-memory targets)")
     p.add_argument("--json", help="write measurements and checks here")

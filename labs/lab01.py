@@ -34,7 +34,7 @@ import argparse
 import json
 import sys
 
-from warmup_kit import ALGORITHMS
+from warmup_kit import ALGORITHMS, cliargs
 from warmup_kit.comm import MPIComm, launch, launched_by_mpi
 from warmup_kit.comm.rendezvous import (comm_from_env, gather_json,
                                         launched_by_run, run_info)
@@ -42,6 +42,7 @@ from warmup_kit.measure.lab import run_lab01
 from warmup_kit.units import parse_size as _parse_size
 
 DEFAULT_SIZES = (1 << 10, 1 << 20, 16 << 20)
+MAX_SIZE = 1 << 30
 LEGEND = ("sent/received: payload bytes this rank's transport counted; "
           "predicted: the schedule's traffic();\n2(N-1)/N*V: the ring "
           "formula; naive sent: bytes the naive algorithm sent when run here; "
@@ -49,11 +50,15 @@ LEGEND = ("sent/received: payload bytes this rank's transport counted; "
 
 
 def parse_size(text: str) -> int:
-    """'64', '4K', '1M', '16MiB' -> bytes (a multiple of 8)."""
+    """'64', '4K', '1M', '16MiB' -> bytes (a multiple of 8, 8 B..1 GiB)."""
     try:
-        return _parse_size(text, multiple_of=8)
+        v = _parse_size(text, multiple_of=8)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    if not 8 <= v <= MAX_SIZE:
+        raise argparse.ArgumentTypeError(
+            f"size {text!r} must be between 8 B and 1 GiB")
+    return v
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -66,26 +71,27 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--size", type=parse_size, action="append",
                    help="message size V, e.g. 1K, 1M, 16M (repeatable; "
                         "default 1K, 1M and 16M)")
-    p.add_argument("--world", type=int, default=None,
+    p.add_argument("--world", type=cliargs.int_range(1, 256), default=None,
                    help="run N ranks on this host without MPI (default 4 "
                         "when not under mpirun)")
     p.add_argument("--transport", default="sockets",
                    choices=["sockets", "shm"],
                    help="the transport of --world ranks")
-    p.add_argument("--iters", type=int, default=3, help="timed repetitions")
-    p.add_argument("--timeout", type=float, default=None,
+    p.add_argument("--iters", type=cliargs.positive_int, default=3,
+                   help="timed repetitions")
+    p.add_argument("--timeout", type=cliargs.positive_float, default=None,
                    help="seconds before a wait names the rank it waits for "
                         "(None: 60, or with --fail no limit: the watchdog "
                         "ends a hang)")
     p.add_argument("--fail", choices=["hang", "kill", "slow"],
                    help="Chapter 8: make --fail-rank hang, die or straggle")
-    p.add_argument("--fail-rank", type=int, default=1,
+    p.add_argument("--fail-rank", type=cliargs.non_negative_int, default=1,
                    help="the rank that fails")
-    p.add_argument("--fail-step", type=int, default=2,
+    p.add_argument("--fail-step", type=cliargs.non_negative_int, default=2,
                    help="the step at which it hangs or dies")
-    p.add_argument("--steps", type=int, default=20,
+    p.add_argument("--steps", type=cliargs.positive_int, default=20,
                    help="steps of the failure demo")
-    p.add_argument("--watchdog", type=float, default=5.0,
+    p.add_argument("--watchdog", type=cliargs.positive_float, default=5.0,
                    help="seconds in one collective before the watchdog "
                         "calls it a hang (with --fail)")
     p.add_argument("--json", action="store_true", help="print JSON only")
@@ -96,6 +102,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     if bad:
         p.error(f"unknown algorithm(s) {bad}; choose from {list(ALGORITHMS)}")
     args.algorithms = names
+    if args.fail_step >= args.steps:
+        p.error(f"--fail-step {args.fail_step} is past the last step "
+                f"({args.steps - 1}; --steps {args.steps})")
     args.sizes = tuple(args.size or DEFAULT_SIZES)
     if args.timeout is None and args.fail is None:
         args.timeout = 60.0

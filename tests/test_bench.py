@@ -131,7 +131,7 @@ def test_an_empty_or_endless_sweep_is_refused(kw, match):
     (["--algorithms", "mpi"], "needs ranks under mpiexec"),
     (["--algorithms", "ring,warp"], "unknown allreduce algorithm"),
     (["-b", "3X"], "K, M, G or T"),
-    (["-n", "0"], "-n and --passes must be >= 1")])
+    (["-n", "0"], "-n/--iters: must be >= 1")])
 def test_cli_refuses_what_it_cannot_do(args, message):
     run = run_command([PYTHON, "-m", "warmup_kit.bench", "--world", "2",
                        *args], timeout=60)

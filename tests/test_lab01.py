@@ -133,7 +133,7 @@ def test_lab01_mpi_small_worlds(n):
     (["--algorithm", "bogus"], "unknown algorithm"),
     (["--algorithm", "ring,nope"], "unknown algorithm"),
     (["--size", "12"], "multiple of 8"),
-    (["--world", "0"], "--world must be >= 1"),
+    (["--world", "0"], "argument --world: must be in [1, 256]"),
 ])
 @pytest.mark.timeout(60)
 def test_lab01_rejects_bad_arguments(args, message):

@@ -37,16 +37,20 @@ import sys
 import threading
 import time
 
+from warmup_kit import cliargs
 from warmup_kit.comm.launch import die_with_parent
-from warmup_kit.comm.mesh import SECRET_ENV, job_secret, new_secret
+from warmup_kit.comm.mesh import SECRET_ENV, new_secret
 from warmup_kit.comm.rendezvous import (
     RUN_ENV, TRANSPORTS, local_address, make_node_segments, recv_msg,
     rendezvous, send_msg, unlink_node_segments)
 
 
-def _env_int(name: str, default):
-    v = os.environ.get(name)
-    return default if v is None else int(v)
+def _resolve(p: argparse.ArgumentParser, flag: str, host: str) -> None:
+    """Refuse an address that does not resolve, before anything starts."""
+    try:
+        socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        p.error(f"{flag} {host!r} does not resolve ({exc})")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -54,31 +58,50 @@ def parse_args(argv=None) -> argparse.Namespace:
         prog="python -m warmup_kit.run",
         description="Start this node's ranks of a multi-node job and meet "
                     "the other nodes (a torchrun-like rendezvous).")
-    p.add_argument("--nnodes", type=int, default=_env_int("NNODES", 1))
-    p.add_argument("--node-rank", type=int, default=_env_int("NODE_RANK", 0))
-    p.add_argument("--nproc-per-node", "-n", type=int,
-                   default=_env_int("NPROC_PER_NODE", 1))
+
+    def env(name, parse, default):
+        return cliargs.env_default(name, parse, default, parser=p)
+    p.add_argument("--nnodes", type=cliargs.positive_int,
+                   default=env("NNODES", cliargs.positive_int, 1))
+    p.add_argument("--node-rank", type=cliargs.non_negative_int,
+                   default=env("NODE_RANK", cliargs.non_negative_int, 0))
+    p.add_argument("--nproc-per-node", "-n", type=cliargs.positive_int,
+                   default=env("NPROC_PER_NODE", cliargs.positive_int, 1))
     p.add_argument("--master-addr",
                    default=os.environ.get("MASTER_ADDR", "127.0.0.1"))
-    p.add_argument("--master-port", type=int,
-                   default=_env_int("MASTER_PORT", 29400))
+    p.add_argument("--master-port", type=cliargs.port,
+                   default=env("MASTER_PORT", cliargs.port, 29400))
     p.add_argument("--local-addr", default=None,
                    help="address this node's ranks listen on (default: the "
                         "one that reaches the master)")
     p.add_argument("--transport", choices=TRANSPORTS, default="sockets")
-    p.add_argument("--timeout", type=float, default=600.0,
+    p.add_argument("--timeout", type=cliargs.positive_float, default=600.0,
                    help="seconds for the whole job")
-    p.add_argument("--rdzv-timeout", type=float, default=120.0,
-                   help="seconds for the nodes to meet")
-    p.add_argument("--grace", type=float, default=3.0,
+    p.add_argument("--rdzv-timeout", type=cliargs.positive_float,
+                   default=120.0, help="seconds for the nodes to meet")
+    p.add_argument("--grace", type=cliargs.non_negative_float, default=3.0,
                    help="after a failure, seconds before the rest is killed")
     p.add_argument("script", help="the Python script every rank runs")
     p.add_argument("args", nargs=argparse.REMAINDER)
     a = p.parse_args(argv)
-    if a.nnodes < 1 or not 0 <= a.node_rank < a.nnodes:
+    if not 0 <= a.node_rank < a.nnodes:
         p.error(f"--node-rank must be in [0, {a.nnodes}) and --nnodes >= 1")
-    if a.nproc_per_node < 1:
-        p.error("--nproc-per-node must be >= 1")
+    raw = os.environ.get(SECRET_ENV)
+    if raw is not None:
+        try:
+            a.secret = cliargs.hex_secret(raw)
+        except argparse.ArgumentTypeError as exc:
+            p.error(f"{SECRET_ENV}: {exc}")
+    elif a.nnodes > 1:
+        p.error(f"set {SECRET_ENV} (the same hex secret on every node; it "
+                "is never sent over the network)")
+    else:
+        a.secret = None
+    _resolve(p, "--master-addr", a.master_addr)
+    if a.local_addr:
+        _resolve(p, "--local-addr", a.local_addr)
+    if not os.path.isfile(a.script):
+        p.error(f"no script {a.script!r}")
     return a
 
 
@@ -130,12 +153,7 @@ def main(argv=None) -> int:
 
 
 def _main(args) -> int:
-    raw = os.environ.get(SECRET_ENV)
-    if raw is None and args.nnodes > 1:
-        _say(args, f"set {SECRET_ENV} (the same hex secret on every node; "
-                   "it is never sent over the network)")
-        return 2
-    secret = job_secret(raw) if raw else new_secret()
+    secret = args.secret or new_secret()
     host = args.local_addr or local_address(args.master_addr)
     listeners = [socket.create_server((host, 0),
                                       backlog=64) for _ in

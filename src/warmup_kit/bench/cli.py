@@ -6,18 +6,27 @@ import sys
 
 from warmup_kit.algorithms import algorithms_for
 from warmup_kit.bench.harness import Options
-from warmup_kit.ops import OPS
-from warmup_kit.units import parse_size
+from warmup_kit import cliargs
+from warmup_kit.ops import OPS, check_dtype
 
 BENCHED = ("allreduce", "reduce_scatter", "all_gather", "broadcast",
            "reduce", "all_to_all")
 
 
-def _size(text: str) -> int:
+#: the largest -b, -e or -i: each rank holds a few buffers of this size
+MAX_BYTES = 1 << 30
+_size = cliargs.byte_size(0, MAX_BYTES)
+
+
+def _dtype(text: str) -> str:
+    """A numpy dtype name the collectives support (float64, int32, ...)."""
     try:
-        return parse_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        check_dtype(text)
+    except TypeError as exc:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a numeric numpy dtype (e.g. float64, float32, "
+            f"int32): {exc}") from None
+    return text
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -39,30 +48,32 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="smallest size")
     p.add_argument("-e", "--maxbytes", type=_size, default=64 << 20,
                    help="largest size (64M)")
-    p.add_argument("-f", "--stepfactor", type=int, default=2,
+    p.add_argument("-f", "--stepfactor", type=cliargs.int_range(1, 1 << 20),
+                   default=2,
                    help="multiply the size by this each step")
     p.add_argument("-i", "--stepbytes", type=_size, default=0,
                    help="add this many bytes each step instead (0: use -f)")
-    p.add_argument("-n", "--iters", type=int, default=20,
+    p.add_argument("-n", "--iters", type=cliargs.positive_int, default=20,
                    help="timed iterations per size and pass")
-    p.add_argument("-w", "--warmup_iters", type=int, default=5,
+    p.add_argument("-w", "--warmup_iters", type=cliargs.non_negative_int,
+                   default=5,
                    help="untimed iterations first")
-    p.add_argument("--passes", type=int, default=1,
+    p.add_argument("--passes", type=cliargs.positive_int, default=1,
                    help="sweep the sizes this many times (-n and -w per "
                         "pass); the median is over all passes")
     p.add_argument("-c", "--check", type=int, default=1, choices=[0, 1],
                    help="check every result before timing")
-    p.add_argument("-d", "--datatype", default="float64")
+    p.add_argument("-d", "--datatype", type=_dtype, default="float64")
     p.add_argument("-o", "--op", default="sum", choices=list(OPS))
-    p.add_argument("-r", "--root", type=int, default=0,
+    p.add_argument("-r", "--root", type=cliargs.non_negative_int, default=0,
                    help="root of broadcast and reduce")
-    p.add_argument("--world", type=int, default=None,
+    p.add_argument("--world", type=cliargs.int_range(1, 256), default=None,
                    help="run N ranks on this host without MPI (not under "
                         "mpiexec); default 2 when not under mpiexec")
     p.add_argument("--transport", default="sockets",
                    choices=["sockets", "shm"],
                    help="the transport of --world ranks")
-    p.add_argument("--timeout", type=float, default=None,
+    p.add_argument("--timeout", type=cliargs.positive_float, default=None,
                    help="per-call deadline in seconds (none: the library "
                         "has none)")
     p.add_argument("--csv", help="also write the rows to this CSV file")
@@ -70,7 +81,14 @@ def parse_args(argv=None) -> argparse.Namespace:
                                   "iteration's time) to this JSON file")
     p.add_argument("--progress", action="store_true", default=None,
                    help="progress bar on stderr (default: if a terminal)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    try:
+        options(args)            # an empty sweep is refused here, not after
+    except ValueError as exc:    # the ranks have started
+        p.error(str(exc))
+    if args.world is not None and args.root >= args.world:
+        p.error(f"-r {args.root} is not a rank of --world {args.world}")
+    return args
 
 
 def options(args: argparse.Namespace) -> Options:
@@ -92,5 +110,10 @@ def options(args: argparse.Namespace) -> Options:
                    args.warmup_iters, bool(args.check), args.datatype,
                    args.op, args.root, args.timeout, progress,
                    passes=args.passes)
-    opts.sweep()                 # refuse an empty or inverted range now
+    sizes = opts.sweep()         # refuse an empty or inverted range now
+    item = check_dtype(opts.dtype).itemsize
+    if not any(s >= item for s in sizes):
+        raise ValueError(f"no size from -b {opts.minbytes} to -e "
+                         f"{opts.maxbytes} holds one {opts.dtype} element "
+                         f"({item} bytes): nothing to measure")
     return opts

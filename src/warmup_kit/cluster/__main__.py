@@ -11,9 +11,12 @@ it up for ``exec`` (which also sets hydra's launcher, hostfile and
 interface, so ``mpirun -n 4 python labs/lab01.py`` on node 0 spans the
 nodes: :mod:`warmup_kit.cluster.mpi`); with ``--hold`` it stays in the
 foreground until Ctrl-C or SIGTERM and then removes it. If ``up`` is
-stopped while building, it removes what it made; if it is killed
-(SIGKILL), ``down`` removes the rest. ``down`` removes every cluster of ours
-whose owner is gone (``--all``: every one, held or not).
+stopped (Ctrl-C, SIGTERM) or fails while building, it removes what it made
+before it exits; if it is killed (SIGKILL), ``down`` removes the rest.
+``down`` removes every cluster of ours whose owner is gone (``--all``:
+every one, held or not; ``--prefix``: that one only). It never removes a
+cluster ``up`` is still building: it waits for the build (``--wait``
+seconds, 120 by default), then refuses, naming it.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ import sys
 import time
 from pathlib import Path
 
+from warmup_kit import cliargs
 from warmup_kit.cluster import janitor
 from warmup_kit.cluster.core import Cluster, Node
 from warmup_kit.cluster.mpi import mpi_env, write_hostfile
@@ -37,11 +41,12 @@ def parse_args(argv=None) -> argparse.Namespace:
                     "joined by rate-limited veth links (needs root).")
     sub = p.add_subparsers(dest="cmd", required=True)
     up = sub.add_parser("up", help="build a cluster")
-    up.add_argument("--nodes", type=int, default=2)
-    up.add_argument("--ranks-per-node", type=int, default=1)
-    up.add_argument("--link", default="1gbit",
-                    help="tc rate of every cable, e.g. 1gbit, 200mbit; "
-                         "'none' for unshaped")
+    up.add_argument("--nodes", type=cliargs.int_range(1, 64), default=2)
+    up.add_argument("--ranks-per-node", type=cliargs.int_range(1, 256),
+                    default=1)
+    up.add_argument("--link", type=cliargs.rate_or_none, default="1gbit",
+                    help="tc rate of every cable, 1kbit..1tbit, e.g. 1gbit, "
+                         "200mbit; 'none' for unshaped")
     up.add_argument("--hostfile", default=None,
                     help="also write an MPI hostfile here (e.g. hosts)")
     up.add_argument("--hold", action="store_true",
@@ -49,13 +54,28 @@ def parse_args(argv=None) -> argparse.Namespace:
     down = sub.add_parser("down", help="remove clusters whose owner is gone")
     down.add_argument("--all", action="store_true",
                       help="also clusters whose owner still runs")
+    down.add_argument("--prefix", help="only this cluster (see status)")
+    down.add_argument("--wait", type=cliargs.non_negative_float,
+                      default=120.0,
+                      help="seconds to wait for a cluster `up` is still "
+                           "building before refusing to remove it")
     sub.add_parser("status", help="list our clusters")
     ex = sub.add_parser("exec", help="run a command on a node of the "
                                      "(only, or --prefix) cluster")
     ex.add_argument("node", help="node name, e.g. node1")
     ex.add_argument("argv", nargs=argparse.REMAINDER)
     ex.add_argument("--prefix", help="which cluster (see status)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.cmd == "up" and args.hostfile:
+        parent = Path(args.hostfile).resolve().parent
+        if not parent.is_dir() or not os.access(parent, os.W_OK):
+            p.error(f"--hostfile {args.hostfile}: cannot write in {parent}")
+    if args.cmd == "exec":
+        args.argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+        if not args.argv:
+            p.error("exec: give a command after the node")
+    args.parser = p
+    return args
 
 
 def _pick(prefix: str | None) -> dict:
@@ -79,8 +99,97 @@ def _attach(info: dict) -> Cluster:
     cl.link, cl.ranks_per_node = info["link"], info["ranks_per_node"]
     cl.nodes = [Node(**n) for n in info["nodes"]]
     cl.detached, cl._up, cl._procs, cl._old_handlers = True, True, [], {}
+    cl._closing = cl._building = False
     cl.prefix_len = 24
     return cl
+
+
+def _wait_for_builds(only: str | None, wait: float) -> list[str]:
+    """Wait up to ``wait`` s while `up` still builds clusters (all, or
+    ``only``); returns those still being built at the end."""
+    deadline = time.monotonic() + wait
+    while True:
+        busy = [p for p, i in janitor.entries().items()
+                if (only is None or p == only) and janitor.building(p, i)]
+        if not busy or time.monotonic() >= deadline:
+            return busy
+        time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+
+
+def _up(args) -> int:
+    cl = Cluster(args.nodes, args.ranks_per_node, args.link)
+    # held or not, it is ours to remove until start() hands it over
+    try:
+        cl.start(detach=not args.hold)
+    except KeyboardInterrupt:
+        print(f"stopped while building: cluster {cl.prefix} removed",
+              file=sys.stderr)
+        raise
+    print(f"cluster {cl.prefix}: {len(cl.nodes)} nodes x "
+          f"{cl.ranks_per_node} ranks, link "
+          f"{cl.link or 'unshaped'} (tbf, both directions)")
+    for n in cl.nodes:
+        print(f"  {n.name:<7} netns {n.netns:<22} {n.address}")
+    if args.hostfile:
+        write_hostfile(cl.info(), Path(args.hostfile))
+        print(f"MPI hostfile: {args.hostfile}; on node 0 (python -m "
+              "warmup_kit.cluster exec node0 -- bash): mpirun "
+              f"-hostfile {args.hostfile} -n "
+              f"{len(cl.nodes) * cl.ranks_per_node} python "
+              "labs/lab01.py")
+    if not args.hold:
+        print("remove it with: python -m warmup_kit.cluster down")
+        return 0
+    print("holding; Ctrl-C removes it", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    finally:
+        cl.close()
+        print(f"cluster {cl.prefix} removed")
+
+
+def _down(args) -> int:
+    if args.prefix and args.prefix not in janitor.entries() \
+            and args.prefix not in janitor.unregistered():
+        print(f"no cluster {args.prefix}: see `status`", file=sys.stderr)
+        return 1
+    busy = _wait_for_builds(args.prefix, args.wait)
+    gone = janitor.sweep(force=args.all, only=args.prefix)
+    if not gone and not busy:
+        print("nothing to remove")
+    for prefix, spaces in gone.items():
+        print(f"removed {prefix}: {len(spaces)} namespaces"
+              + (f" ({', '.join(spaces)})" if spaces else ""))
+    for prefix in busy:
+        pid = janitor.entries().get(prefix, {}).get("pid")
+        print(f"not removing {prefix}: `up` (pid {pid}) is still building "
+              f"it after {args.wait:g} s; run down again once it returns",
+              file=sys.stderr)
+    return 1 if busy else 0
+
+
+def _status() -> int:
+    found, stray = janitor.entries(), janitor.unregistered()
+    if not found and not stray:
+        print("no clusters")
+    for prefix, info in found.items():
+        live = janitor.ours(prefix)
+        held = ("being built by pid {}".format(info.get("pid"))
+                if janitor.building(prefix, info) else
+                "left up by `up`" if info.get("detached") else
+                f"held by pid {info.get('pid')}"
+                + ("" if janitor.alive(int(info.get("pid") or 0))
+                   else " (gone)"))
+        print(f"{prefix}: {len(info.get('nodes', []))} nodes, link "
+              f"{info.get('link') or 'unshaped'}, {held}, "
+              f"{len(live)} namespaces")
+        for n in info.get("nodes", []):
+            print(f"  {n['name']:<7} {n['address']}")
+    for prefix, spaces in stray.items():
+        print(f"{prefix}: not registered, {len(spaces)} namespaces "
+              "(`down` removes them once their creator is gone)")
+    return 0
 
 
 def main(argv=None) -> int:
@@ -88,74 +197,30 @@ def main(argv=None) -> int:
     sys.stdout.reconfigure(line_buffering=True)
     try:
         if args.cmd == "up":
-            link = None if args.link.lower() == "none" else args.link
-            cl = Cluster(args.nodes, args.ranks_per_node, link)
-            cl.detached = not args.hold
-            cl.start()
-            janitor.record(cl.prefix, cl.info())
-            print(f"cluster {cl.prefix}: {len(cl.nodes)} nodes x "
-                  f"{cl.ranks_per_node} ranks, link "
-                  f"{cl.link or 'unshaped'} (tbf, both directions)")
-            for n in cl.nodes:
-                print(f"  {n.name:<7} netns {n.netns:<22} {n.address}")
-            if args.hostfile:
-                write_hostfile(cl.info(), Path(args.hostfile))
-                print(f"MPI hostfile: {args.hostfile}; on node 0 (python -m "
-                      "warmup_kit.cluster exec node0 -- bash): mpirun "
-                      f"-hostfile {args.hostfile} -n "
-                      f"{len(cl.nodes) * cl.ranks_per_node} python "
-                      "labs/lab01.py")
-            if not args.hold:
-                print("remove it with: python -m warmup_kit.cluster down")
-                return 0
-            print("holding; Ctrl-C removes it", flush=True)
-            try:
-                while True:
-                    time.sleep(3600)
-            finally:
-                cl.detached = False
-                cl.close()
-                print(f"cluster {cl.prefix} removed")
+            return _up(args)
         if args.cmd == "down":
-            gone = janitor.sweep(force=args.all)
-            if not gone:
-                print("nothing to remove")
-            for prefix, spaces in gone.items():
-                print(f"removed {prefix}: {len(spaces)} namespaces"
-                      + (f" ({', '.join(spaces)})" if spaces else ""))
-            return 0
+            return _down(args)
         if args.cmd == "status":
-            found = janitor.entries()
-            if not found:
-                print("no clusters")
-            for prefix, info in found.items():
-                live = janitor.ours(prefix)
-                held = ("left up by `up`" if info.get("detached") else
-                        f"held by pid {info.get('pid')}"
-                        + ("" if janitor.alive(int(info.get("pid") or 0))
-                           else " (gone)"))
-                print(f"{prefix}: {len(info.get('nodes', []))} nodes, link "
-                      f"{info.get('link') or 'unshaped'}, {held}, "
-                      f"{len(live)} namespaces")
-                for n in info.get("nodes", []):
-                    print(f"  {n['name']:<7} {n['address']}")
-            return 0
+            return _status()
         if args.cmd == "exec":
-            cl = _attach(_pick(args.prefix))
-            argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
-            if not argv:
-                raise SystemExit("exec: give a command after the node")
+            try:
+                cl = _attach(_pick(args.prefix))
+                cl.node(args.node)
+            except ValueError as exc:
+                args.parser.error(str(exc))
             # hydra's launcher, hostfile and interface: a plain mpirun on
             # node 0 spans the cluster
             env = dict(os.environ, **mpi_env(cl.info()))
-            return subprocess.call(cl.command(args.node, argv), env=env)
+            return subprocess.call(cl.command(args.node, args.argv), env=env)
     except ClusterUnavailable as exc:
         print(f"cluster unavailable: {exc}", file=sys.stderr)
         return 3
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -94,24 +94,35 @@ class Cluster:
         self._up = False
         self._old_handlers: dict = {}
         self._closing = False
+        self._building = False
         self.detached = False
 
     # ------------------------------------------------------------ lifetime
     def info(self) -> dict:
         """What the registry stores about this cluster."""
         return {"prefix": self.prefix, "pid": os.getpid(),
-                "detached": self.detached, "link": self.link,
+                "detached": self.detached, "building": self._building,
+                "link": self.link,
                 "ranks_per_node": self.ranks_per_node,
                 "switch": self.switch, "created": time.time(),
                 "nodes": [n.__dict__ for n in self.nodes]}
 
-    def start(self) -> "Cluster":
-        """Build it (what ``with`` does); returns self."""
+    def start(self, *, detach: bool = False) -> "Cluster":
+        """Build it (what ``with`` does); returns self.
+
+        Until it is built its registry entry says "building", so ``down``
+        leaves it alone (or waits for it); on any failure, Ctrl-C or
+        SIGTERM before then, everything made so far is removed. With
+        ``detach`` it is handed over once built: left up, for ``down`` to
+        remove (what ``python -m warmup_kit.cluster up`` does).
+        """
         why = netns.why_unavailable()
         if why:
             raise ClusterUnavailable(f"the emulated cluster {why}")
         janitor.sweep(detached=False)    # leftovers of dead runs only
         janitor.remove(self.prefix)      # a dead run's, if our pid is reused
+        self._building, detach = True, detach or self.detached
+        self.detached = False            # not handed over until built
         janitor.record(self.prefix, self.info())
         atexit.register(self.close)
         self._catch_signals()
@@ -124,15 +135,24 @@ class Cluster:
                                  self.prefix_len, SWITCH_BRIDGE, NODE_IFACE)
             self._up = True
             self.set_rate(self.link)
+            self._building, self.detached = False, detach
+            janitor.record(self.prefix, self.info())     # handed over
         except subprocess.CalledProcessError as exc:
-            self.close()
+            self._abandon()
             raise ClusterUnavailable(
                 f"the kernel refused `{' '.join(exc.cmd)}`: "
                 f"{(exc.stderr or '').strip()}") from None
         except BaseException:
-            self.close()
+            self._abandon()
             raise
         return self
+
+    def _abandon(self) -> None:
+        """A build that did not finish: remove all of it, whatever
+        ``detached`` said."""
+        self._closing = True             # no signal interrupts this
+        self._building = self.detached = False
+        self.close()
 
     def close(self) -> None:
         """Stop what still runs on the nodes and remove every namespace (and
@@ -177,8 +197,11 @@ class Cluster:
             return
 
         def stop(signum, frame):
-            if not self._closing:
-                raise KeyboardInterrupt(f"signal {signum}")
+            if self._closing:
+                return
+            if self._building:           # a second signal must not cut
+                self._closing = True     # the removal of the first short
+            raise KeyboardInterrupt(f"signal {signum}")
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             self._old_handlers[sig] = signal.signal(sig, stop)
 

@@ -80,6 +80,27 @@ def owner_gone(prefix: str, info: dict | None = None,
     return not pid or not alive(pid)
 
 
+def building(prefix: str, info: dict | None = None) -> bool:
+    """True if a live process is still building this cluster (its entry
+    says so and its creator runs): nobody else may remove it yet."""
+    info = info or {}
+    if not info.get("building"):
+        return False
+    m = PREFIX_RE.match(prefix + "-")
+    pid = int(info.get("pid") or (m.group(2) if m else 0))
+    return alive(pid)
+
+
+def unregistered() -> dict[str, list[str]]:
+    """Namespaces with our prefix but no registry entry, by prefix."""
+    known, out = set(entries()), {}
+    for ns in netns.netns_list():
+        m = PREFIX_RE.match(ns)
+        if m and m.group(1) not in known:
+            out.setdefault(m.group(1), []).append(ns)
+    return out
+
+
 def ours(prefix: str) -> list[str]:
     """The namespaces named with ``prefix``."""
     return [ns for ns in netns.netns_list() if ns.startswith(prefix + "-")]
@@ -100,16 +121,21 @@ def remove(prefix: str) -> list[str]:
     return gone
 
 
-def sweep(force: bool = False, detached: bool = True
-          ) -> dict[str, list[str]]:
+def sweep(force: bool = False, detached: bool = True,
+          only: str | None = None) -> dict[str, list[str]]:
     """Remove every cluster of ours whose owner is gone (all, with
     ``force``; without ``detached``, those left up by ``up`` stay):
-    registered ones and unregistered namespaces with our prefix. Returns
-    {prefix: namespaces removed}."""
+    registered ones and unregistered namespaces with our prefix; only the
+    cluster ``only``, if given. One still being built (:func:`building`)
+    is never removed, even with ``force``: its builder would go on adding
+    namespaces that nothing records. Returns {prefix: namespaces removed}.
+    """
     found = dict(entries())
     for ns in netns.netns_list():
         m = PREFIX_RE.match(ns)
         if m:
             found.setdefault(m.group(1), {})
     return {prefix: remove(prefix) for prefix, info in found.items()
-            if force or owner_gone(prefix, info, detached)}
+            if (only is None or prefix == only)
+            and not building(prefix, info)
+            and (force or owner_gone(prefix, info, detached))}

@@ -9,19 +9,15 @@ the namespaces removes everything and no packet can leave the machine.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 from typing import Sequence
 
+from warmup_kit.units import parse_rate
+
 #: commands the cluster needs on PATH
 TOOLS = ("ip", "tc", "unshare")
 _CAP_SYS_ADMIN, _CAP_NET_ADMIN = 21, 12
-_RATE = re.compile(r"^(\d+(?:\.\d+)?)(bit|kbit|mbit|gbit|tbit|bps|kbps|mbps|"
-                   r"gbps|tbps)$", re.IGNORECASE)
-_SCALE = {"bit": 1 / 8, "kbit": 1e3 / 8, "mbit": 1e6 / 8, "gbit": 1e9 / 8,
-          "tbit": 1e12 / 8, "bps": 1, "kbps": 1e3, "mbps": 1e6, "gbps": 1e9,
-          "tbps": 1e12}
 
 
 class ClusterUnavailable(RuntimeError):
@@ -59,16 +55,14 @@ def _effective_caps() -> int:
 
 
 def rate_bytes(rate: str) -> float:
-    """A tc rate string ('1gbit', '100mbit', '125mbps') in bytes per second.
+    """A tc rate string ('1gbit', '100mbit', '125mbps') in bytes per second
+    (:func:`warmup_kit.units.parse_rate`).
 
     Raises:
-        ValueError: not a rate tc understands in these units.
+        ValueError: not a rate tc understands in these units, or outside
+            1kbit..1tbit.
     """
-    m = _RATE.match(str(rate).strip())
-    if not m or float(m.group(1)) <= 0:
-        raise ValueError(f"link rate must look like '1gbit', '200mbit' or "
-                         f"'100mbps' (tc units), got {rate!r}")
-    return float(m.group(1)) * _SCALE[m.group(2).lower()]
+    return parse_rate(rate)
 
 
 def burst_bytes(rate: str) -> int:

@@ -15,6 +15,7 @@ import argparse
 import json
 import sys
 
+from warmup_kit import cliargs
 from warmup_kit.failures.goodput import HOUR, optimum_table
 from warmup_kit.failures.published import llama3_ckpt_s, llama3_mtbf_s
 
@@ -40,9 +41,9 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__.split("\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--reps", type=int, default=400,
+    p.add_argument("--reps", type=cliargs.positive_int, default=400,
                    help="simulated runs per interval")
-    p.add_argument("--seed", type=int, default=0, help="of the failures")
+    p.add_argument("--seed", type=cliargs.non_negative_int, default=0, help="of the failures")
     p.add_argument("--json", action="store_true", help="print JSON only")
     args = p.parse_args(argv)
     rows = optimum_table(CASES, reps=args.reps, seed=args.seed)

@@ -31,6 +31,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from warmup_kit import cliargs
 from warmup_kit.machine import cpu_name
 from warmup_kit.measure import fit as F
 from warmup_kit.comm.mpirun import MPICH_YIELD_ENV, find_mpiexec
@@ -118,7 +119,8 @@ def crossovers(doc: dict, a: str = "ring", b: str = "tree",
 def main(argv=None) -> int:
     """``python -m warmup_kit.measure.crossover --ranks 2 4 --out FILE``."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
+    p.add_argument("--ranks", type=cliargs.int_range(2, 64), nargs="+",
+                   default=[2, 4])
     p.add_argument("--out", required=True, help="JSON file to write")
     args = p.parse_args(argv)
     doc = record(args.ranks)

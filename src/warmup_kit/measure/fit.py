@@ -42,6 +42,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from warmup_kit import cliargs
 from warmup_kit.algorithms import build
 from warmup_kit.schedule import chunk_sizes
 
@@ -328,9 +329,9 @@ def main(argv=None) -> int:
         description=__doc__.splitlines()[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("json", nargs="+", help="warmup-bench --json files")
-    p.add_argument("--min-bytes", type=int, default=1 << 10,
+    p.add_argument("--min-bytes", type=cliargs.byte_size(0), default=1 << 10,
                    help="ignore rows below this size")
-    p.add_argument("--max-bytes", type=int, default=1 << 40,
+    p.add_argument("--max-bytes", type=cliargs.byte_size(1), default=1 << 40,
                    help="ignore rows above this size")
     p.add_argument("--algorithms", default=None,
                    help="fit only these, comma-separated (ring,tree,"
