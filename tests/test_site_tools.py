@@ -601,3 +601,46 @@ def test_check_site_cli_fails_in_ci_without_chromium(tmp_path):
         "check_site: FAIL, chromium is missing and CI is set"), r.describe()
     assert r.stderr == "", r.describe()
 
+
+# -- what the tools import is declared ------------------------------------
+
+def test_every_package_the_tools_import_is_declared():
+    """Each third-party module a tool imports comes from a distribution
+    that pyproject.toml names (installed transitively today is not enough:
+    a dependency may drop it), and requirements.lock pins it."""
+    import ast
+    import importlib.metadata as md
+    import re
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    reqs = list(project["dependencies"]) + [
+        r for extra in project["optional-dependencies"].values() for r in extra]
+
+    def norm(name):
+        return re.sub(r"[-_.]+", "-", name).lower()
+    declared = {norm(re.match(r"[A-Za-z0-9._-]+", r).group(0)) for r in reqs}
+    pinned = {norm(line.split("==")[0]) for line in (
+        ROOT / "requirements.lock").read_text().splitlines()
+        if "==" in line and not line.startswith("#")}
+    local = {p.stem for p in (ROOT / "tools").glob("*.py")} | {"warmup_kit"}
+    dists = md.packages_distributions()
+    seen = {}
+    for tool in sorted((ROOT / "tools").glob("*.py")):
+        for node in ast.walk(ast.parse(tool.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module]
+            else:
+                continue
+            for top in {n.split(".")[0] for n in names} - local - set(
+                    sys.stdlib_module_names):
+                seen.setdefault(top, tool.name)
+    assert {"websocket", "yaml"} <= set(seen)
+    for module, tool in sorted(seen.items()):
+        owners = {norm(d) for d in dists.get(module, [])}
+        assert owners, f"{tool} imports {module}, which is not installed"
+        assert owners & declared, (
+            f"{tool} imports {module} ({sorted(owners)}), not declared in "
+            "pyproject.toml")
+        assert owners & pinned, f"{module} is not pinned in requirements.lock"
