@@ -535,13 +535,17 @@ def test_check_lab_details(lab_run):
 
 def test_raw_myst_fails_only_with_strict_myst():
     import check_lab
-    myst = ["raw MyST role {cite}`x`"]
+    myst = ["raw MyST role {cite}`x`", "raw MyST directive :::{note}"]
     lines, failed = check_lab.report("a.ipynb", [], myst, "0 moved", False)
     assert not failed and lines == [
         "ok   a.ipynb: every cell ran; 0 moved",
-        "note a.ipynb: raw MyST role {cite}`x` (fails with --strict-myst)"]
+        "note a.ipynb: 2 MyST role(s) or directive(s) shown as text, e.g. "
+        "raw MyST role {cite}`x` (fails with --strict-myst)"]
     lines, failed = check_lab.report("a.ipynb", [], myst, "0 moved", True)
-    assert failed and lines == ["FAIL a.ipynb: raw MyST role {cite}`x`"]
+    assert failed and lines == ["FAIL a.ipynb: raw MyST role {cite}`x`",
+                                "FAIL a.ipynb: raw MyST directive :::{note}"]
+    assert check_lab.report("a.ipynb", [], [], "0 moved", False) == (
+        ["ok   a.ipynb: every cell ran; 0 moved"], False)
     lines, failed = check_lab.report("a.ipynb", ["error output: E: x"], myst,
                                      "", False)
     assert failed and lines[0] == "FAIL a.ipynb: error output: E: x"
