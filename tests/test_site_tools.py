@@ -324,12 +324,21 @@ MENUS = page("""
     top:60px">{items}</ul></div>""")
 
 
-def _browser():
+def _need_chromium() -> str:
+    """chromium's path; without it a developer's run skips the test, CI's
+    fails it (as the checks themselves do)."""
     pytest.importorskip("websocket")
-    from cdp import browser, find_chromium
+    from cdp import find_chromium, in_ci
     if not find_chromium():
+        if in_ci():
+            pytest.fail("no chromium on PATH, and CI is set")
         pytest.skip("no chromium on PATH")
-    return browser(find_chromium())
+    return find_chromium()
+
+
+def _browser():
+    from cdp import browser
+    return browser(_need_chromium())
 
 
 @pytest.mark.slow                     # starts chromium
@@ -375,3 +384,267 @@ def test_menu_check_clicks_the_menu_open(tmp_path, opens):
         assert p.wait("document.readyState === 'complete'", 30)
         assert open_menu(p, "download", tmp_path / "menu.png") is opens
     assert (tmp_path / "menu.png").exists() is opens
+
+
+# -- every defect the browser checks look for, on fixture pages -----------
+# (tests/fixtures/: one small page or notebook per defect, and a clean one;
+# each defect must fail its check with a message that names it)
+
+FIXTURES = ROOT / "tests" / "fixtures"
+SITE_DEFECTS = {                      # page: what check_site must say
+    "raw_table.html": "raw Markdown table",
+    "raw_emphasis.html": "raw Markdown emphasis",
+    "raw_heading.html": "raw Markdown heading",
+    "raw_formula_dollar.html": "raw formula ($...$",
+    "raw_formula_paren.html": "raw formula (\\(",
+    "figure_spill.html": "figure 0: text runs off the figure",
+    "slider_dead.html": "widget 0: slider 0 moved, figure unchanged",
+    "console_error.html": "console error: fixture: something broke",
+    "script_error.html": "script error: ReferenceError",
+    "page_sideways.html": "page scrolls sideways at 1400 px",
+    "code_sideways.html": "code block scrolls sideways at 1400 px",
+}
+LAB_DEFECTS = {                       # notebook: what check_lab must say
+    "raises.ipynb": "error output: ZeroDivisionError",
+    "error_output.ipynb": "error output: KeyError",
+    "stretched.ipynb": "16 px image shown 400 px wide",
+    "myst_raw.ipynb": "raw MyST role {cite}`someone2021`",
+}
+
+
+def _lines(out: str, name: str) -> list[str]:
+    return [line for line in out.splitlines()
+            if line.split(" ", 1)[-1].lstrip().startswith(name + ":")]
+
+
+def _run_main(main, args) -> tuple[int, str]:
+    import contextlib
+    import io
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        rc = main(args)
+    return rc, buf.getvalue()
+
+
+@pytest.fixture(scope="module")
+def site_run(tmp_path_factory):
+    """check_site --strict-code-width over every fixture page, in one
+    chromium, and without the flag over the wide code block's page: (exit
+    status, output) of each."""
+    _need_chromium()
+    import check_site
+    plotly = pytest.importorskip("plotly.offline")
+    import shutil
+    site = tmp_path_factory.mktemp("fixture-site") / "html"
+    shutil.copytree(FIXTURES / "site", site)
+    (site / "_static").mkdir()
+    (site / "_static" / "plotly.min.js").write_text(plotly.get_plotlyjs(),
+                                                    encoding="utf-8")
+    out = ["--out", str(site.parent / "shots")]
+    redraw, check_site.REDRAW_S = check_site.REDRAW_S, 5
+    try:      # (the dead slider waits REDRAW_S for a redraw that never comes)
+        every = _run_main(check_site.main, [str(site), "--pages",
+                                            "--strict-code-width"] + out)
+        lenient = _run_main(check_site.main, [
+            str(site), "--pages", "code_sideways.html"] + out)
+    finally:
+        check_site.REDRAW_S = redraw
+    return every, lenient
+
+
+@pytest.mark.slow                     # starts chromium
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("name, why", sorted(SITE_DEFECTS.items()))
+def test_check_site_names_each_defect(site_run, name, why):
+    (rc, out), _ = site_run
+    assert rc == 1
+    lines = _lines(out, name)
+    assert lines and all(line.startswith("FAIL ") for line in lines), out
+    # the page's one defect, and nothing else
+    assert all(why in line for line in lines), lines
+
+
+@pytest.mark.slow                     # starts chromium
+@pytest.mark.timeout(240)
+def test_check_site_passes_the_clean_page_and_moves_its_slider(site_run):
+    (_, out), _ = site_run
+    assert _lines(out, "clean.html") == [
+        "ok   clean.html: 1 tables, 0 formulas, 1 widgets, 1 sliders moved"]
+    assert set(SITE_DEFECTS) | {"clean.html"} == {
+        p.name for p in (FIXTURES / "site").glob("*.html")}, \
+        "a fixture page without its expected defect"
+    n = len(SITE_DEFECTS) + 1
+    assert out.splitlines()[-1].startswith(
+        f"check_site: 1 of {n} checks pass (pages); screenshots in ")
+
+
+@pytest.mark.slow                     # starts chromium
+@pytest.mark.timeout(240)
+def test_wide_code_blocks_fail_only_with_strict_code_width(site_run):
+    _, (rc, out) = site_run
+    assert rc == 0, out
+    assert out.splitlines()[:2] == [
+        "ok   code_sideways.html: 0 tables, 0 formulas, 0 widgets, 0 sliders"
+        " moved",
+        "note code_sideways.html: 1 code blocks scroll sideways at 1400 px "
+        "(fails with --strict-code-width)"]
+
+
+@pytest.fixture(scope="module")
+def lab_run(tmp_path_factory):
+    """check_lab --strict-myst over every fixture notebook (one JupyterLab,
+    one chromium): (exit status, output)."""
+    _need_chromium()
+    import check_lab
+    out = tmp_path_factory.mktemp("lab-shots")
+    nbs = sorted((FIXTURES / "lab").glob("*.ipynb"))
+    return _run_main(check_lab.main, [str(n) for n in nbs] +
+                     ["--out", str(out), "--strict-myst"])
+
+
+@pytest.mark.slow                     # starts JupyterLab and chromium
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("name, why", sorted(LAB_DEFECTS.items()))
+def test_check_lab_names_each_defect(lab_run, name, why):
+    rc, out = lab_run
+    assert rc == 1
+    lines = _lines(out, name)
+    assert lines and all(line.startswith("FAIL ") for line in lines), out
+    assert any(why in line for line in lines), lines
+
+
+@pytest.mark.slow                     # starts JupyterLab and chromium
+@pytest.mark.timeout(300)
+def test_check_lab_details(lab_run):
+    _, out = lab_run
+    assert _lines(out, "clean.ipynb") == [
+        "ok   clean.ipynb: every cell ran; 0 slider(s) moved"], out
+    assert set(LAB_DEFECTS) | {"clean.ipynb"} == {
+        p.name for p in (FIXTURES / "lab").glob("*.ipynb")}
+    # Run All stops at the raising cell; the notebook is then left alone
+    assert "FAIL raises.ipynb: cells [3] did not run" in out
+    # every form of raw MyST, and no other notebook's defects
+    myst = _lines(out, "myst_raw.ipynb")
+    for form in ("{glue:text}`value:.1f`", "directive :::{admonition}",
+                 "directive ```{note}"):
+        assert any(form in line for line in myst), myst
+    assert all("MyST" in line for line in myst), myst
+    assert not any("MyST" in line for n in LAB_DEFECTS if n != "myst_raw.ipynb"
+                   for line in _lines(out, n))
+
+
+def test_raw_myst_fails_only_with_strict_myst():
+    import check_lab
+    myst = ["raw MyST role {cite}`x`", "raw MyST directive :::{note}"]
+    lines, failed = check_lab.report("a.ipynb", [], myst, "0 moved", False)
+    assert not failed and lines == [
+        "ok   a.ipynb: every cell ran; 0 moved",
+        "note a.ipynb: 2 MyST role(s) or directive(s) shown as text, e.g. "
+        "raw MyST role {cite}`x` (fails with --strict-myst)"]
+    lines, failed = check_lab.report("a.ipynb", [], myst, "0 moved", True)
+    assert failed and lines == ["FAIL a.ipynb: raw MyST role {cite}`x`",
+                                "FAIL a.ipynb: raw MyST directive :::{note}"]
+    assert check_lab.report("a.ipynb", [], [], "0 moved", False) == (
+        ["ok   a.ipynb: every cell ran; 0 moved"], False)
+    lines, failed = check_lab.report("a.ipynb", ["error output: E: x"], myst,
+                                     "", False)
+    assert failed and lines[0] == "FAIL a.ipynb: error output: E: x"
+
+
+# -- without chromium: SKIPPED for a developer, a failure in CI ----------
+
+@pytest.fixture
+def no_chromium_path(tmp_path, monkeypatch):
+    """A PATH with no chromium on it (an empty folder)."""
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.delenv("CI", raising=False)
+    return monkeypatch
+
+
+@pytest.mark.parametrize("tool", ["check_site", "check_lab"])
+@pytest.mark.parametrize("ci, rc, said", [
+    (None, 0, "SKIPPED, no chromium on PATH"),
+    ("true", 1, "FAIL, chromium is missing and CI is set"),
+    ("1", 1, "FAIL, chromium is missing and CI is set"),
+    ("false", 0, "SKIPPED, no chromium on PATH"),
+])
+def test_a_missing_chromium_fails_in_ci_only(no_chromium_path, tmp_path,
+                                            capsys, tool, ci, rc, said):
+    pytest.importorskip("websocket")
+    import importlib
+    main = importlib.import_module(tool).main
+    if ci is not None:
+        no_chromium_path.setenv("CI", ci)
+    site = tmp_path / "html"
+    write(site / "a.html", page("a"))
+    args = ([str(site), "--pages", "--out", str(tmp_path / "o")]
+            if tool == "check_site" else
+            [str(FIXTURES / "lab" / "clean.ipynb"), "--out",
+             str(tmp_path / "o")])
+    assert main(args) == rc
+    out = capsys.readouterr().out
+    assert len(out.splitlines()) == 1 and out.startswith(f"{tool}: {said}")
+
+
+@pytest.mark.slow                     # runs the CLI
+@pytest.mark.timeout(60)
+def test_check_site_cli_fails_in_ci_without_chromium(tmp_path):
+    """The command `make check-site` runs, as CI runs it, with a PATH that
+    has no chromium: exit 1 and one line that says why."""
+    from conftest import run_command
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    env = {"PATH": str(empty), "CI": "true", "HOME": str(tmp_path)}
+    r = run_command([sys.executable, str(ROOT / "tools" / "check_site.py"),
+                     str(tmp_path), "--out", str(tmp_path / "o")],
+                    timeout=50, env=env)
+    assert r.returncode == 1, r.describe()
+    assert r.stdout.startswith(
+        "check_site: FAIL, chromium is missing and CI is set"), r.describe()
+    assert r.stderr == "", r.describe()
+
+
+# -- what the tools import is declared ------------------------------------
+
+def test_every_package_the_tools_import_is_declared():
+    """Each third-party module a tool imports comes from a distribution
+    that pyproject.toml names (installed transitively today is not enough:
+    a dependency may drop it), and requirements.lock pins it."""
+    import ast
+    import importlib.metadata as md
+    import re
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    reqs = list(project["dependencies"]) + [
+        r for extra in project["optional-dependencies"].values() for r in extra]
+
+    def norm(name):
+        return re.sub(r"[-_.]+", "-", name).lower()
+    declared = {norm(re.match(r"[A-Za-z0-9._-]+", r).group(0)) for r in reqs}
+    pinned = {norm(line.split("==")[0]) for line in (
+        ROOT / "requirements.lock").read_text().splitlines()
+        if "==" in line and not line.startswith("#")}
+    local = {p.stem for p in (ROOT / "tools").glob("*.py")} | {"warmup_kit"}
+    dists = md.packages_distributions()
+    seen = {}
+    for tool in sorted((ROOT / "tools").glob("*.py")):
+        for node in ast.walk(ast.parse(tool.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module]
+            else:
+                continue
+            for top in {n.split(".")[0] for n in names} - local - set(
+                    sys.stdlib_module_names):
+                seen.setdefault(top, tool.name)
+    assert {"websocket", "yaml"} <= set(seen)
+    for module, tool in sorted(seen.items()):
+        owners = {norm(d) for d in dists.get(module, [])}
+        assert owners, f"{tool} imports {module}, which is not installed"
+        assert owners & declared, (
+            f"{tool} imports {module} ({sorted(owners)}), not declared in "
+            "pyproject.toml")
+        assert owners & pinned, f"{module} is not pinned in requirements.lock"

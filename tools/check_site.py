@@ -1,24 +1,32 @@
-"""Check the built site as a reader sees it, in headless Chromium.
+r"""Check the built site as a reader sees it, in headless Chromium.
 
 Usage (after ``make book``; ``make test`` runs it; needs Debian's
 ``chromium``, which ``.ci/run`` installs when it can):
 
     .venv/bin/python tools/check_site.py [_build/html] [--out _build/screenshots]
+    .venv/bin/python tools/check_site.py SITE --pages [PAGE ...]
 
 Opens every page of ``_toc.yml`` (and any other page the build wrote) from
-disk with the network off and fails (exit 1, one line per problem) unless
-every toc entry was built and, on every page:
+disk with the network off, in a 1400 px wide window, and fails (exit 1,
+one line per problem, naming it) unless every toc entry was built and, on
+every page:
 
 * the console shows no error and no script throws (a page that tries to
   fetch something from the network fails here: the site must work offline);
-* no raw Markdown is left in the rendered text (a pipe-table rule ``|:--``
-  or row, ``$$``, a literal ``**``), outside code and preformatted output;
+* no raw Markdown or TeX is left in the rendered text, outside code and
+  preformatted output: a pipe table's rule ``|:--`` or row (``raw Markdown
+  table``), a literal ``**`` (``raw Markdown emphasis``), a line that
+  starts with ``#`` (``raw Markdown heading``), ``$$``, ``$...$`` with TeX
+  in it, ``\(`` or ``\[`` (``raw formula``);
 * every table of the source (pipe tables in Markdown cells, HTML tables in
   outputs) is a ``<table>`` on the page;
 * every image, figure and Plotly widget has a non-zero size, and no
-  figure's text (titles, labels, ticks, legend, the sliders' labels) runs
-  off its edges, before or after a slider moves;
+  Plotly figure's text (titles, labels, ticks, legend, the sliders'
+  labels) runs off its edges, before or after a slider moves;
 * every formula was typeset by MathJax;
+* the page does not scroll sideways; nor, with ``--strict-code-width``,
+  does any code block (without it, each page notes how many do: today's
+  chapters have many lines wider than the theme's 768 px column);
 * every kernel-free widget responds to its sliders: moving each slider with
   real mouse clicks changes the figure (its titles or its traces' data)
   without any kernel;
@@ -32,6 +40,13 @@ every toc entry was built and, on every page:
 And the search page (``search.html?q=...``) lists the page that ``--search``
 names for its term, and no page for a word no page contains.
 
+``--pages`` checks only the named pages of SITE (all of them when none is
+named) and skips what needs the book (``_toc.yml``, the header buttons,
+search): the tests run it on the fixture pages of tests/fixtures/site/.
+
+Without chromium on PATH the check says SKIPPED and passes, except in CI
+(``CI=true``), where it fails: a check that cannot run must not pass unseen.
+
 A screenshot of each page (half scale) goes to ``--out``, and one of each
 widget after each slider move.
 """
@@ -43,7 +58,7 @@ import sys
 import time
 from pathlib import Path
 
-from cdp import browser, find_chromium
+from cdp import BrowserError, browser, find_chromium, no_chromium
 from site_expect import expected_tables, launch_config, pages_to_check
 from site_nav import NO_SUCH_WORD, check_buttons, check_search
 
@@ -51,10 +66,16 @@ from site_nav import NO_SUCH_WORD, check_buttons, check_search
 RAW_MARKDOWN = r"""(() => {
   const skip = 'pre, code, script, style, textarea, .math, .MathJax,' +
                ' .MathJax_Display, .MathJax_Preview, .highlight';
-  // Sphinx's smartquotes turn a rule's '---' into an em dash
-  const pats = [[/\|\s*:?(-{3,}|[\u2013\u2014]+)/, 'pipe-table rule'],
-                [/^\s*\|[^|\n]+\|[^|\n]+\|/m, 'pipe-table row'],
-                [/\$\$/, '$$'], [/\*\*\S/, 'literal **']];
+  // each pattern names the defect a reader sees: Markdown or TeX that was
+  // shown as typed instead of rendered (Sphinx's smartquotes turn a
+  // table rule's '---' into an em dash)
+  const pats = [
+    [/\|\s*:?(-{3,}|[\u2013\u2014]+)/, 'raw Markdown table (a |--- rule)'],
+    [/^\s*\|[^|\n]+\|[^|\n]+\|/m, 'raw Markdown table (a | row |)'],
+    [/\*\*\S/, 'raw Markdown emphasis (literal **)'],
+    [/\$\$/, 'raw formula (literal $$)'],
+    [/\$[^$\s][^$\n]*[\\^_{}][^$\n]*\$/, 'raw formula ($...$ as text)'],
+    [/\\\(|\\\[/, 'raw formula (\\( or \\[ as text)']];
   const root = document.querySelector('main') || document.body;
   const walk = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
   const bad = [];
@@ -66,6 +87,14 @@ RAW_MARKDOWN = r"""(() => {
         bad.push(what + ': ' + JSON.stringify(node.textContent.trim()
                                                  .slice(0, 70)));
   }
+  // a heading's '#' on a paragraph's line (a text node may start
+  // mid-line, after a link: '<a>..</a> # of GPUs' is no heading)
+  root.querySelectorAll('p, li, dd').forEach(e => {
+    if (e.closest(skip)) return;
+    const m = e.innerText.match(/(^|\n)\s*(#{1,6}\s+\S[^\n]*)/);
+    if (m) bad.push('raw Markdown heading (literal #): ' +
+                    JSON.stringify(m[2].trim().slice(0, 70)));
+  });
   return bad;
 })()"""
 
@@ -107,11 +136,15 @@ FIRST_TABLE = r"""(() => {
           width: b.width + 16, height: b.height + 16};
 })()"""
 
-# a widget's texts (titles, axis labels, ticks, legend) that run past its
-# figure's left, right or top edge: cut off on the page
+# a figure's texts (titles, axis labels, ticks, legend, slider labels)
+# that run past its left, right or top edge: cut off on the page. Widgets
+# are named by their index among widgets (as drive_widgets names them), a
+# Plotly figure outside any widget by its index among figures.
 SPILL = r"""(() => { const out = [];
-  document.querySelectorAll('.warmup-widget').forEach((w, i) => {
-    const gd = w.querySelector('.js-plotly-plot'); if (!gd) return;
+  const widgets = Array.from(document.querySelectorAll('.warmup-widget'));
+  document.querySelectorAll('.js-plotly-plot').forEach((gd, j) => {
+    const w = gd.closest('.warmup-widget');
+    const name = w ? 'widget ' + widgets.indexOf(w) : 'figure ' + j;
     const b = gd.getBoundingClientRect();
     gd.querySelectorAll('.annotation-text, .gtitle, .g-xtitle text,' +
         ' .g-ytitle text, .xtick text, .ytick text, .legendtext,' +
@@ -119,11 +152,37 @@ SPILL = r"""(() => { const out = [];
       .forEach(t => { const r = t.getBoundingClientRect();
         if (r.width && (r.left < b.left - 1 || r.right > b.right + 1 ||
                         r.top < b.top - 1))
-          out.push('widget ' + i + ': text runs off the figure: ' +
+          out.push(name + ': text runs off the figure: ' +
                    JSON.stringify(t.textContent.slice(0, 60))); }); });
   return out; })()"""
 
+# the page, or a code block (input or output), wider than the window: the
+# reader has to scroll sideways (at the check's window width, WIDTH_PX):
+# {page: [...], code: [...]}
+SIDEWAYS = r"""(() => { const out = {page: [], code: []};
+  const d = document.documentElement;
+  if (d.scrollWidth > innerWidth + 1)
+    out.page.push('page scrolls sideways at ' + innerWidth + ' px: ' +
+                  d.scrollWidth + ' px wide');
+  const root = document.querySelector('main') || document.body;
+  root.querySelectorAll('pre').forEach(e => {
+    if (e.offsetParent && !e.closest('details:not([open])') &&
+        e.scrollWidth > e.clientWidth + 1)
+      out.code.push('code block scrolls sideways at ' + innerWidth +
+        ' px (' + e.scrollWidth + ' px in ' + e.clientWidth + '): ' +
+        JSON.stringify(e.textContent.trim().split('\n')
+                        .reduce((a, l) => l.length > a.length ? l : a, '')
+                        .slice(0, 60)));
+  });
+  return out; })()"""
+
+# the window the pages are checked in (a reader's laptop; no page or code
+# block may scroll sideways at this width)
+WIDTH_PX = 1400
 WIDGETS = "document.querySelectorAll('.warmup-widget')"
+# how long a widget may take to redraw after its slider moved (slow on a
+# loaded machine: a late redraw must not be taken for a missed one)
+REDRAW_S = 30
 W = "document.querySelectorAll('.warmup-widget')[{i}]"
 # what a figure shows: its titles and annotations, and a hash of its traces'
 # data (a slider may change the bars and not the title)
@@ -245,7 +304,7 @@ def drive_widgets(page, name: str, out: Path) -> tuple[int, list[str]]:
             elif not took:
                 bad.append(f"widget {i}: slider {k} does not move on a click")
             elif not page.wait(f"({TITLE.format(i=i)}) !== "
-                               f"{json.dumps(before)}", 30):
+                               f"{json.dumps(before)}", REDRAW_S):
                 bad.append(f"widget {i}: slider {k} moved, figure unchanged "
                            f"({before!r})")
             time.sleep(0.2)
@@ -258,16 +317,17 @@ def drive_widgets(page, name: str, out: Path) -> tuple[int, list[str]]:
     return moved, bad
 
 
-def check_page(page, path: Path, site: Path, source: Path | None, out: Path
-               ) -> tuple[list[str], str]:
-    """Problems found on one page, and a one-line summary."""
+def check_page(page, path: Path, site: Path, source: Path | None, out: Path,
+               strict_code: bool = False) -> tuple[list[str], list[str], str]:
+    """Problems found on one page, notes (code blocks that scroll sideways,
+    unless ``strict_code`` makes them problems), and a one-line summary."""
     page.events.clear()
     if 'http-equiv="refresh"' in path.read_text(encoding="utf-8").lower():
-        return [], "a redirect"
+        return [], [], "a redirect"
     page.call("Page.navigate", url=path.resolve().as_uri())
     bad = []
     if not page.wait("document.readyState === 'complete'", 60):
-        return ["page did not finish loading in 60 s"], ""
+        return ["page did not finish loading in 60 s"], [], ""
     n_math = page.eval(f"{FORMULAS}.length")
     if n_math:
         if not page.wait(MATH_DONE, 60):
@@ -282,6 +342,15 @@ def check_page(page, path: Path, site: Path, source: Path | None, out: Path
     bad += page.eval(RAW_MARKDOWN)
     bad += page.eval(SIZES)
     bad += page.eval(SPILL)
+    sideways = page.eval(SIDEWAYS)
+    bad += sideways["page"]
+    if strict_code:
+        bad += sideways["code"]
+        notes = []
+    else:
+        notes = [f"{len(sideways['code'])} code blocks scroll sideways at "
+                 f"{WIDTH_PX} px (fails with --strict-code-width)"
+                 ] if sideways["code"] else []
     want = expected_tables(source)
     got = page.eval("(document.querySelector('main') || document.body)"
                     ".querySelectorAll('table').length")
@@ -297,7 +366,7 @@ def check_page(page, path: Path, site: Path, source: Path | None, out: Path
     time.sleep(0.2)
     page.eval("0")                    # collect the last console events
     bad += console_errors(page.events)
-    return bad, (f"{got} tables, {n_math} formulas, {n_widgets} widgets, "
+    return bad, notes, (f"{got} tables, {n_math} formulas, {n_widgets} widgets, "
                  f"{moved} sliders moved")
 
 
@@ -308,16 +377,24 @@ def main(argv=None) -> int:
     ap.add_argument("--repo", default=".", help="where the sources are")
     ap.add_argument("--search", default="ring=book/ch03_ring",
                     help="TERM=PAGE: searching TERM must list PAGE")
+    ap.add_argument("--pages", nargs="*", metavar="PAGE",
+                    help="check only these pages of SITE (every .html "
+                         "under it when none is named): no _toc.yml, "
+                         "header buttons or search")
+    ap.add_argument("--strict-code-width", action="store_true",
+                    help="fail on code blocks that scroll sideways (by "
+                         "default each page notes how many do)")
     ap.add_argument("--chromium", default=find_chromium())
     args = ap.parse_args(argv)
     if not args.chromium:
-        print("check_site: SKIPPED, no chromium on PATH (apt-get install "
-              "chromium)")
-        return 0
+        return no_chromium("check_site")
     site, out, repo = Path(args.site), Path(args.out), Path(args.repo)
     term, _, want = args.search.partition("=")
     out.mkdir(parents=True, exist_ok=True)
-    pages, missing = pages_to_check(site, repo)
+    if args.pages is None:
+        pages, missing = pages_to_check(site, repo)
+    else:
+        pages, missing = given_pages(site, args.pages)
     for m in missing:
         print(f"FAIL {m}")
     if not pages:
@@ -325,37 +402,81 @@ def main(argv=None) -> int:
         return 1
     cfg = launch_config(repo)
     failed = len(missing)
-    with browser(args.chromium) as page:
-        page.call("Runtime.enable")
-        page.call("Log.enable")
-        for stem, path, src in pages:
-            bad, summary = check_page(page, path, site, src, out)
-            if summary != "a redirect":
-                page.events.clear()   # (check_page read the console so far)
-                bad += check_buttons(page, site, path, stem, src, cfg, out)
-                page.eval("0")
-                bad += console_errors(page.events)
-            rel = path.relative_to(site)
-            if bad:
-                failed += 1
-                for b in bad:
-                    print(f"FAIL {rel}: {b}")
-            else:
-                print(f"ok   {rel}: {summary}")
-        page.events.clear()
-        bad = check_search(page, site, term, want, out)
-        page.eval("0")                # collect the last console events
-        bad += console_errors(page.events)
-        failed += bool(bad)
-        for b in bad:
-            print(f"FAIL search.html: {b}")
-        if not bad:
-            print(f"ok   search.html: {term!r} finds {want}.html; "
-                  f"{NO_SUCH_WORD!r} finds nothing")
-    total = len(pages) + len(missing) + 1
-    print(f"check_site: {total - failed} of {total} checks pass (pages and "
-          f"search); screenshots in {out}")
+    try:
+        with browser(args.chromium, width=WIDTH_PX) as page:
+            failed += check_pages(page, site, pages, cfg, out,
+                                  buttons=args.pages is None,
+                                  strict_code=args.strict_code_width)
+            if args.pages is None:
+                failed += check_search_page(page, site, term, want, out)
+    except BrowserError as e:
+        print(f"check_site: FAIL {e}")
+        return 1
+    total = len(pages) + len(missing) + (args.pages is None)
+    print(f"check_site: {total - failed} of {total} checks pass (pages"
+          f"{' and search' if args.pages is None else ''}); screenshots "
+          f"in {out}")
     return 1 if failed else 0
+
+
+def given_pages(site: Path, names: list[str]
+                ) -> tuple[list[tuple[str, Path, None]], list[str]]:
+    """(name, file, no source) for the named pages of ``site``, or for
+    every page under it; and the named ones that are not there."""
+    if not names:
+        names = [str(p.relative_to(site)) for p in sorted(site.rglob("*.html"))
+                 if not p.relative_to(site).parts[0].startswith("_")]
+    pages, missing = [], []
+    for n in names:
+        path = site / n
+        if path.is_file():
+            pages.append((str(Path(n).with_suffix("")), path, None))
+        else:
+            missing.append(f"{n}: no {path}")
+    return pages, missing
+
+
+def check_pages(page, site: Path, pages, cfg: dict, out: Path, *,
+                buttons: bool, strict_code: bool = False) -> int:
+    """Check each page (and its header buttons, with ``buttons``), print
+    one line per problem or one ``ok`` line, then its notes; how many
+    pages failed."""
+    failed = 0
+    page.call("Runtime.enable")
+    page.call("Log.enable")
+    for stem, path, src in pages:
+        bad, notes, summary = check_page(page, path, site, src, out,
+                                         strict_code)
+        if buttons and summary != "a redirect":
+            page.events.clear()       # (check_page read the console so far)
+            bad += check_buttons(page, site, path, stem, src, cfg, out)
+            page.eval("0")
+            bad += console_errors(page.events)
+        rel = path.relative_to(site)
+        if bad:
+            failed += 1
+            for b in bad:
+                print(f"FAIL {rel}: {b}")
+        else:
+            print(f"ok   {rel}: {summary}")
+        for n in notes:
+            print(f"note {rel}: {n}")
+    return failed
+
+
+def check_search_page(page, site: Path, term: str, want: str, out: Path
+                      ) -> int:
+    """The search check, printed; 1 when it fails."""
+    page.events.clear()
+    bad = check_search(page, site, term, want, out)
+    page.eval("0")                    # collect the last console events
+    bad += console_errors(page.events)
+    for b in bad:
+        print(f"FAIL search.html: {b}")
+    if not bad:
+        print(f"ok   search.html: {term!r} finds {want}.html; "
+              f"{NO_SUCH_WORD!r} finds nothing")
+    return int(bool(bad))
 
 
 if __name__ == "__main__":

@@ -34,9 +34,11 @@ def open_menu(page, kind: str, shot: Path) -> bool:
                     " return [b.left + b.width / 2, b.top + b.height / 2];})()")
     page.click(*box)
     shown = page.wait(SHOWN.format(kind), 5)
-    if shown:
-        page.screenshot(shot, {"x": 640, "y": 0, "width": 640, "height": 300})
-    page.click(10, 990)                  # close it again
+    width, height = page.eval("[innerWidth, innerHeight]")
+    if shown:                            # the header's right half
+        page.screenshot(shot, {"x": width - 640, "y": 0, "width": 640,
+                               "height": 300})
+    page.click(10, height - 10)          # close it again
     return shown
 
 
