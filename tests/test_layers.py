@@ -51,6 +51,13 @@ def _inside(mod: str, layer: str) -> bool:
     return mod == layer or mod.startswith(layer + ".")
 
 
+#: what draws never imports: a transport, the collectives, an executor, a
+#: runner of ranks
+VIZ_NEVER = ("warmup_kit.comm", "warmup_kit.cluster", "warmup_kit.collectives",
+             "warmup_kit.execute", "warmup_kit.run", "warmup_kit.bench",
+             "warmup_kit.train.run", "warmup_kit.train.ddp",
+             "warmup_kit.train.fsdp", "warmup_kit.train.check", "mpi4py")
+
 # (layer, what it must not import)
 RULES = [
     ("warmup_kit.algorithms", lambda m: _inside(m, "warmup_kit")
@@ -81,6 +88,14 @@ RULES = [
     ("warmup_kit.train", lambda m: any(_inside(m, x) for x in (
         "warmup_kit.execute", "warmup_kit.model", "warmup_kit.parallelism",
         "warmup_kit.viz", "mpi4py"))),
+    # the analysis of the training runs reads their records: no ranks
+    ("warmup_kit.train.analysis", lambda m: any(_inside(m, x) for x in (
+        "warmup_kit.comm", "warmup_kit.cluster", "warmup_kit.collectives",
+        "warmup_kit.execute", "warmup_kit.run", "warmup_kit.train.run",
+        "warmup_kit.train.ddp", "warmup_kit.train.fsdp",
+        "warmup_kit.train.check", "mpi4py"))),
+    # the plots draw models and stored records, never what runs on ranks
+    ("warmup_kit.viz", lambda m: any(_inside(m, x) for x in VIZ_NEVER)),
     # failures run on any communicator (MPI through MPIComm, never mpi4py)
     ("warmup_kit.failures", lambda m: any(_inside(m, x) for x in (
         "warmup_kit.execute", "warmup_kit.measure", "warmup_kit.bench",
@@ -241,6 +256,10 @@ def test_the_rules_see_the_imports():
                for m, _ in _imports("warmup_kit.exercises.goodput"))
     assert any(m == "warmup_kit.exercises.result"
                for m, _ in _imports("warmup_kit.selfcheck.algorithms"))
+    assert any(m == "warmup_kit.train.analysis"
+               for m, _ in _imports("warmup_kit.viz.plots_overlap"))
+    assert any(m == "warmup_kit.collectives"
+               for m, _ in _imports("warmup_kit.train.run"))
 
 
 @pytest.mark.parametrize("layer,banned", [
