@@ -15,7 +15,7 @@ board (:mod:`warmup_kit.failures.board`) with a watchdog beside it
   under ``mpirun`` the launcher sees a rank die and kills the whole job.
 * ``slow``: does ``slow_factor`` times the work at every step (a
   throttling GPU). The run completes; the straggler is found from the
-  per-rank compute times (:mod:`warmup_kit.failures.straggler`).
+  per-rank compute times (:mod:`warmup_kit.failures.models.straggler`).
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from warmup_kit.comm.launch import launch
 from warmup_kit.errors import CollectiveTimeout, PeerLost, RankDied
 from warmup_kit.failures import inject
 from warmup_kit.failures.board import Board, alive
-from warmup_kit.failures.straggler import find_stragglers
+from warmup_kit.failures.models.straggler import find_stragglers
 from warmup_kit.failures.watchdog import HangDetected, Watchdog, refine
 from warmup_kit.machine import limit_blas_threads
 
