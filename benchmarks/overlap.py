@@ -14,9 +14,9 @@ over the steps: step time, compute, communication and exposed
 communication, with the timeline model's step and exposed communication
 beside them. The model is fed the per-layer compute, forward and optimizer
 times measured *without* overlap in the same pass (the settings of a pass
-run back to back, under the same load; :func:`warmup_kit.train.run.compare`)
-and each bucket's cost from the host model
-(:mod:`warmup_kit.measure.fit_host`) fitted to the job's own bucket
+run back to back, under the same load;
+:func:`warmup_kit.train.analysis.compare`) and each bucket's cost from the
+host model (:mod:`warmup_kit.measure.fit_host`) fitted to the job's own bucket
 all-reduces; the ranks' two threads (compute, communication) share the
 cores (:func:`warmup_kit.train.timeline.cpu_share`).
 
@@ -40,6 +40,7 @@ from pathlib import Path  # noqa: E402
 import warmup_kit as wk  # noqa: E402
 from warmup_kit import cliargs  # noqa: E402
 from warmup_kit.machine import cores, cpu_name, load_average  # noqa: E402
+from warmup_kit.train import analysis as A  # noqa: E402
 from warmup_kit.train import run as R  # noqa: E402
 from warmup_kit.train.timeline import cpu_share  # noqa: E402
 from warmup_kit.units import human_bytes  # noqa: E402
@@ -49,7 +50,7 @@ MAX_ERROR = 0.25
 
 def table(record: dict) -> list[str]:
     n, c = record["ranks"], record["cores"]
-    fit = R.host_fit(record).as_dict()
+    fit = A.host_fit(record).as_dict()
     lines = [
         f"N = {n} ranks on {c} cores ({record['transport']}); load average "
         f"{record['loadavg']:.1f} before, {record['loadavg_after']:.1f} "
@@ -62,7 +63,7 @@ def table(record: dict) -> list[str]:
         f"  {'bucket':>8} {'overlap':>7} {'#':>3} {'step ms':>8} "
         f"{'compute':>8} {'comm':>7} {'exposed':>8} | {'model step':>10} "
         f"{'exposed':>8} {'error':>7}"]
-    for r in R.table_rows(record):
+    for r in A.table_rows(record):
         lines.append(
             f"  {human_bytes(r['bucket_bytes']):>8} "
             f"{'on' if r['overlap'] else 'off':>7} {r['buckets']:>3} "
@@ -109,7 +110,7 @@ def main(argv=None) -> int:
             ["python", "benchmarks/overlap.py"] + (argv or sys.argv[1:])),
             "records": records}) + "\n")
     worst = max(abs(r["error"]) for rec in records
-                for r in R.table_rows(rec))
+                for r in A.table_rows(rec))
     print(f"worst model error {worst:.0%} (limit {MAX_ERROR:.0%})")
     if args.check and worst > MAX_ERROR:
         print("CHECK FAILED: the timeline model misses a measured step by "

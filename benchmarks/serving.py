@@ -52,8 +52,9 @@ from warmup_kit.machine import cores, cpu_name, load_average  # noqa: E402
 from warmup_kit.serving import handoff as HO  # noqa: E402
 from warmup_kit.serving import moe_layer as MO  # noqa: E402
 from warmup_kit.serving import run as R  # noqa: E402
-from warmup_kit.serving.experts import expected_dispatch_bytes  # noqa: E402
-from warmup_kit.serving.kv_cache import kv_split  # noqa: E402
+from warmup_kit.serving.models.experts import (  # noqa: E402
+    expected_dispatch_bytes)
+from warmup_kit.serving.models.kv_cache import kv_split  # noqa: E402
 
 MAX_ERROR = 0.30
 TIMEOUT_S = 600

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from warmup_kit.failures.blast import (
+from warmup_kit.failures.models.blast import (
     ORDERS, Fabric, blast_radius, compare)
 from warmup_kit.model.hardware import cluster
 from warmup_kit.model.topology import Layout

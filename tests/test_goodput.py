@@ -9,10 +9,10 @@ import math
 import numpy as np
 import pytest
 
-from warmup_kit.failures.goodput import (
+from warmup_kit.failures.models.goodput import (
     Scenario, daly, exact_optimum, expected_wall, sim_optimum, simulate,
     young)
-from warmup_kit.failures.published import (
+from warmup_kit.failures.models.published import (
     LLAMA3, LLAMA3_TABLE5, by_category, llama3_ckpt_s, llama3_mtbf_s)
 
 MIN, HOUR = 60.0, 3600.0

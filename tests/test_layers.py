@@ -51,6 +51,19 @@ def _inside(mod: str, layer: str) -> bool:
     return mod == layer or mod.startswith(layer + ".")
 
 
+#: what draws never imports: a transport, the collectives, an executor, a
+#: runner of ranks
+VIZ_NEVER = ("warmup_kit.comm", "warmup_kit.cluster", "warmup_kit.collectives",
+             "warmup_kit.execute", "warmup_kit.run", "warmup_kit.bench",
+             "warmup_kit.train.run", "warmup_kit.train.ddp",
+             "warmup_kit.train.fsdp", "warmup_kit.train.check", "mpi4py")
+
+
+def _runtime(m: str, pkg: str) -> bool:
+    """``m`` is in ``pkg`` but not in its pure models (``pkg.models``)."""
+    return _inside(m, pkg) and not _inside(m, pkg + ".models")
+
+
 # (layer, what it must not import)
 RULES = [
     ("warmup_kit.algorithms", lambda m: _inside(m, "warmup_kit")
@@ -81,40 +94,39 @@ RULES = [
     ("warmup_kit.train", lambda m: any(_inside(m, x) for x in (
         "warmup_kit.execute", "warmup_kit.model", "warmup_kit.parallelism",
         "warmup_kit.viz", "mpi4py"))),
+    # the analysis of the training runs reads their records: no ranks
+    ("warmup_kit.train.analysis", lambda m: any(_inside(m, x) for x in (
+        "warmup_kit.comm", "warmup_kit.cluster", "warmup_kit.collectives",
+        "warmup_kit.execute", "warmup_kit.run", "warmup_kit.train.run",
+        "warmup_kit.train.ddp", "warmup_kit.train.fsdp",
+        "warmup_kit.train.check", "mpi4py"))),
+    # the plots draw models and stored records, never what runs on ranks
+    ("warmup_kit.viz", lambda m: any(_inside(m, x) for x in VIZ_NEVER)
+     or _runtime(m, "warmup_kit.failures")
+     or _runtime(m, "warmup_kit.serving")),
     # failures run on any communicator (MPI through MPIComm, never mpi4py)
     ("warmup_kit.failures", lambda m: any(_inside(m, x) for x in (
         "warmup_kit.execute", "warmup_kit.measure", "warmup_kit.bench",
         "warmup_kit.viz", "mpi4py"))),
+    # the failure models are models: no transport, no training job, nothing
+    # of failures/ that runs on ranks
+    ("warmup_kit.failures.models", lambda m: any(_inside(m, x) for x in (
+        "warmup_kit.comm", "warmup_kit.cluster", "warmup_kit.collectives",
+        "warmup_kit.execute", "warmup_kit.run", "warmup_kit.train",
+        "mpi4py")) or _runtime(m, "warmup_kit.failures")),
 ]
 
-#: the failure models are models: no transport, no training job
-FAILURE_MODELS = ("warmup_kit.failures.goodput", "warmup_kit.failures.blast",
-                  "warmup_kit.failures.straggler",
-                  "warmup_kit.failures.published",
-                  "warmup_kit.failures.goodput_cli")
-RULES += [(m, lambda mod: any(_inside(mod, x) for x in (
-    "warmup_kit.comm", "warmup_kit.collectives", "warmup_kit.execute",
-    "warmup_kit.train", "warmup_kit.failures.board", "mpi4py")))
-    for m in FAILURE_MODELS]
 
-
-# Chapter 9's serving package keeps its model apart from what runs on a
-# communicator, module by module (as train/ keeps its timeline model).
-SERVING_RUNTIME = {f"warmup_kit.serving.{m}" for m in (
-    "tp_decode", "moe_layer", "handoff", "run")}
-
-
-def _serving_model(name: str) -> bool:
-    return _inside(name, "warmup_kit.serving") and name not in SERVING_RUNTIME
-
-
+# Chapter 9's serving package keeps its model (serving/models/) apart from
+# what runs on a communicator (the rest of serving/), as failures/ does.
 RULES += [
     # the cost model, the shapes, routing and the numpy toy: no transport,
     # no measurement, nothing that runs on ranks
-    ("warmup_kit.serving (model)", lambda m: any(_inside(m, x) for x in (
-        "warmup_kit.comm", "warmup_kit.execute", "warmup_kit.collectives",
+    ("warmup_kit.serving.models", lambda m: any(_inside(m, x) for x in (
+        "warmup_kit.comm", "warmup_kit.cluster", "warmup_kit.collectives",
+        "warmup_kit.execute", "warmup_kit.run", "warmup_kit.train",
         "warmup_kit.measure", "warmup_kit.bench", "warmup_kit.viz",
-        "mpi4py")) or m in SERVING_RUNTIME),
+        "mpi4py")) or _runtime(m, "warmup_kit.serving")),
     # the runs: public collectives on any communicator, never the GPU model
     ("warmup_kit.serving (runs)", lambda m: any(_inside(m, x) for x in (
         "warmup_kit.execute", "warmup_kit.model", "warmup_kit.parallelism",
@@ -124,8 +136,8 @@ RULES += [
 # models only: they run in any notebook, without MPI, ranks or widgets. An
 # allow-list, so a new transport or runner is forbidden without a new rule.
 GRADER_MODELS = ("warmup_kit.algorithms", "warmup_kit.model",
-                 "warmup_kit.parallelism", "warmup_kit.failures.goodput",
-                 "warmup_kit.failures.published")
+                 "warmup_kit.parallelism", "warmup_kit.failures.models",
+                 "warmup_kit.serving.models")
 
 
 def _grader_may_import(m: str, own: str, extra: tuple[str, ...]) -> bool:
@@ -133,8 +145,8 @@ def _grader_may_import(m: str, own: str, extra: tuple[str, ...]) -> bool:
         return False
     if not _inside(m, "warmup_kit"):
         return True                  # the standard library, numpy
-    return (m in CORE or _serving_model(m) and m != "warmup_kit.serving"
-            or any(_inside(m, x) for x in (own,) + GRADER_MODELS + extra))
+    return m in CORE or any(_inside(m, x)
+                            for x in (own,) + GRADER_MODELS + extra)
 
 
 RULES += [
@@ -148,21 +160,14 @@ RULES += [
         m, "warmup_kit.selfcheck",
         ("warmup_kit.exercises.result", "warmup_kit.measure.lab"))),
 ]
-_MEMBERS = {"warmup_kit.serving (model)": _serving_model,
-            "warmup_kit.serving (runs)": lambda n: n in SERVING_RUNTIME}
+#: a layer that is a package less its models
+_MEMBERS = {"warmup_kit.serving (runs)":
+            lambda n: _runtime(n, "warmup_kit.serving")}
 
 
 def _in_layer(name: str, layer: str) -> bool:
     return _MEMBERS[layer](name) if layer in _MEMBERS else _inside(name,
                                                                    layer)
-
-
-def test_serving_rules_cover_every_module():
-    """Every serving module is in one of its two layers, and the runtime
-    names are real modules."""
-    serving = [n for n in MODULES if _inside(n, "warmup_kit.serving")]
-    assert SERVING_RUNTIME <= set(serving)
-    assert len(serving) > len(SERVING_RUNTIME)
 
 
 @pytest.mark.parametrize("layer,forbidden", RULES, ids=[r[0] for r in RULES])
@@ -237,10 +242,14 @@ def test_the_rules_see_the_imports():
                for m, _ in _imports("warmup_kit.model.nccl"))
     assert any(m == "warmup_kit.failures.board"
                for m, _ in _imports("warmup_kit.failures.watchdog"))
-    assert any(m == "warmup_kit.failures.goodput"
+    assert any(m == "warmup_kit.failures.models.goodput"
                for m, _ in _imports("warmup_kit.exercises.goodput"))
     assert any(m == "warmup_kit.exercises.result"
                for m, _ in _imports("warmup_kit.selfcheck.algorithms"))
+    assert any(m == "warmup_kit.train.analysis"
+               for m, _ in _imports("warmup_kit.viz.plots_overlap"))
+    assert any(m == "warmup_kit.collectives"
+               for m, _ in _imports("warmup_kit.train.run"))
 
 
 @pytest.mark.parametrize("layer,banned", [
@@ -263,4 +272,28 @@ def test_grader_rules_forbid_the_runners(layer, banned):
     forbidden = dict(RULES)[layer]
     assert all(forbidden(m) for m in banned), \
         [m for m in banned if not forbidden(m)]
-    assert not forbidden("warmup_kit.model.costs")
+    assert not any(forbidden(m) for m in (
+        "warmup_kit.model.costs", "warmup_kit.failures.models.goodput",
+        "warmup_kit.serving.models.kv_cache"))
+
+
+@pytest.mark.parametrize("pkg,runtime", [
+    ("warmup_kit.failures", ("warmup_kit.failures.board",
+                             "warmup_kit.failures.watchdog",
+                             "warmup_kit.failures.lab",
+                             "warmup_kit.failures.checkpoint")),
+    ("warmup_kit.serving", ("warmup_kit.serving.tp_decode",
+                            "warmup_kit.serving.moe_layer",
+                            "warmup_kit.serving.handoff",
+                            "warmup_kit.serving.run"))])
+def test_models_packages_hold_their_models_apart(pkg, runtime):
+    """``pkg.models`` has modules, and its rule (and the plots') forbids what
+    of ``pkg`` runs on ranks while allowing the models themselves."""
+    models = [n for n in MODULES if _inside(n, pkg + ".models")
+              and n != pkg + ".models"]
+    assert models
+    assert all(m in MODULES for m in runtime)
+    for layer in (pkg + ".models", "warmup_kit.viz"):
+        forbidden = dict(RULES)[layer]
+        assert all(forbidden(m) for m in runtime), layer
+        assert not any(forbidden(m) for m in models), layer

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from warmup_kit.failures.goodput import HOUR, daly, expected_wall, young
+from warmup_kit.failures.models.goodput import HOUR, daly, expected_wall, young
 from warmup_kit.viz import plots_failures as pf
 from warmup_kit.viz.widgets import Knob, Line, Points, explore
 

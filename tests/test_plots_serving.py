@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from warmup_kit.serving.decode import decode_step
-from warmup_kit.serving.shapes import model
+from warmup_kit.serving.models.decode import decode_step
+from warmup_kit.serving.models.shapes import model
 from warmup_kit.viz import plots_serving as ps
 from warmup_kit.viz.widgets import Knob, explore
 

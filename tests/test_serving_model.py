@@ -1,6 +1,6 @@
 """The serving model (Chapter 9) against published shapes and figures.
 
-Shapes are the papers' and released configs' (warmup_kit.serving.shapes
+Shapes are the papers' and released configs' (warmup_kit.serving.models.shapes
 names each source). Every published row tried is kept here.
 """
 from __future__ import annotations
@@ -10,11 +10,11 @@ import math
 import pytest
 
 from warmup_kit.model.hardware import SYSTEMS
-from warmup_kit.serving import decode, disagg, experts
-from warmup_kit.serving.kv_cache import (
+from warmup_kit.serving.models import decode, disagg, experts
+from warmup_kit.serving.models.kv_cache import (
     cached_tokens, kv_bytes_per_request, kv_bytes_per_token,
     kv_heads_per_rank, kv_per_gpu_bytes, kv_split, max_cached_tokens)
-from warmup_kit.serving.shapes import MODELS, ModelShape, model
+from warmup_kit.serving.models.shapes import MODELS, ModelShape, model
 
 KIB, MIB = 1 << 10, 1 << 20
 

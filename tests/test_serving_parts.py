@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from warmup_kit.serving import toy
-from warmup_kit.serving.kv_cache import kv_split
-from warmup_kit.serving.routing import capacity, dispatch_bytes, route
+from warmup_kit.serving.models import toy
+from warmup_kit.serving.models.kv_cache import kv_split
+from warmup_kit.serving.models.routing import capacity, dispatch_bytes, route
 
 
 # ------------------------------------------------------------- routing

@@ -8,7 +8,8 @@ tests check what they report:
 * each decode step issues two all-reduces per layer and sends exactly the
   schedule's bytes for a ``batch x hidden`` buffer (ring: 2(N-1)/N of it
   per call), and each rank's cache holds the KV bytes per token of
-  :func:`warmup_kit.serving.kv_cache.kv_split` (replicated heads included);
+  :func:`warmup_kit.serving.models.kv_cache.kv_split` (replicated heads
+  included);
 * the routed MoE layer equals the dense single-process layer, over all
   ranks and over sub-communicators, and its dispatch and combine send
   exactly the bytes its routing implies;
@@ -25,8 +26,9 @@ import pytest
 import serving_cases as sc
 import warmup_kit as wk
 from conftest import mpi_script, requires_mpi
-from warmup_kit.serving import handoff, moe_layer, toy
-from warmup_kit.serving.kv_cache import kv_split
+from warmup_kit.serving import handoff, moe_layer
+from warmup_kit.serving.models import toy
+from warmup_kit.serving.models.kv_cache import kv_split
 from warmup_kit.serving.run import allreduce_bytes
 
 LAUNCH_TIMEOUT_S = 120

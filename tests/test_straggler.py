@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from warmup_kit.failures.straggler import find_stragglers, robust_z
+from warmup_kit.failures.models.straggler import find_stragglers, robust_z
 
 
 def noisy(ranks=8, steps=30, base=0.010, sd=0.0005, seed=0):

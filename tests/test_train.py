@@ -189,18 +189,18 @@ def _stored():
 
 
 def test_stored_run_through_the_model():
-    from warmup_kit.train import run as R
+    from warmup_kit.train import analysis as A
     for rec in _stored():
-        rows = R.table_rows(rec)
+        rows = A.table_rows(rec)
         assert len(rows) == 2 * len(rec["config"]["bucket_sizes"])
         assert all(np.isfinite(r["error"]) for r in rows)
-        assert len(R.job_collectives(rec)) == sum(
+        assert len(A.job_collectives(rec)) == sum(
             len(r["bucket_nbytes"]) for r in rec["runs"] if not r["overlap"])
         # one bucket: overlap changes nothing; free of shared cores, more
         # buckets never lose to one
-        one_on = R.what_if(rec, 64 << 20, overlap=True)
-        one_off = R.what_if(rec, 64 << 20, overlap=False)
+        one_on = A.what_if(rec, 64 << 20, overlap=True)
+        one_off = A.what_if(rec, 64 << 20, overlap=False)
         assert one_on.step_s == pytest.approx(one_off.step_s)
-        gpu = R.what_if(rec, 4 << 20, share=1.0)
+        gpu = A.what_if(rec, 4 << 20, share=1.0)
         assert gpu.step_s <= one_off.step_s + 1e-12
         assert gpu.exposed_s < one_off.exposed_s

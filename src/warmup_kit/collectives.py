@@ -50,7 +50,7 @@ from typing import Sequence
 import numpy as np
 
 from warmup_kit.algorithms import build
-from warmup_kit.alltoallv import alltoallv, check_counts
+from warmup_kit.execute.alltoallv import alltoallv, check_counts
 from warmup_kit.comm.base import DEBUG_ENV, TAG_MAX, Comm
 from warmup_kit.comm.deadlines import check_timeout, deadline_after
 from warmup_kit.execute import execute

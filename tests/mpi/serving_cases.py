@@ -4,7 +4,7 @@ runs tensor-parallel decoding, the routed MoE layer (EP over every rank,
 and over sub-communicators of 2 when N = 4) and the KV hand-off; the jobs
 are the package's own (:mod:`warmup_kit.serving`)."""
 from warmup_kit.serving import handoff, moe_layer, tp_decode
-from warmup_kit.serving.toy import ToyConfig
+from warmup_kit.serving.models.toy import ToyConfig
 
 TOY = ToyConfig(layers=2, hidden=64, heads=8, kv_heads=2, ffn=128,
                 vocab=128, max_seq=24)

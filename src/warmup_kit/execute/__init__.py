@@ -4,7 +4,9 @@
   it; every fast executor is tested against it, bit for bit;
 * :mod:`~warmup_kit.execute.p2p`: a compiled plan over any transport's
   point-to-point calls (MPI, sockets, shared-memory mailboxes);
-* :mod:`~warmup_kit.execute.shm`: zero-copy over shared memory.
+* :mod:`~warmup_kit.execute.shm`: zero-copy over shared memory;
+* :mod:`~warmup_kit.execute.alltoallv`: the all-to-all with uneven blocks,
+  which no schedule describes: point to point, straight into place.
 
 :func:`run_schedule` picks the fast one for the communicator.
 """

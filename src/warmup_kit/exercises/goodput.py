@@ -1,5 +1,5 @@
 """Grader for Chapter 8: a checkpoint interval, checked by the goodput
-simulation (:func:`warmup_kit.failures.goodput.simulate`).
+simulation (:func:`warmup_kit.failures.models.goodput.simulate`).
 
 The reader's interval and the exact optimum are run on the same failure
 times (common random numbers); the answer passes when its goodput is
@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 
 from warmup_kit.exercises.result import Result, failed, number, passed
-from warmup_kit.failures.goodput import Scenario, exact_optimum, simulate
+from warmup_kit.failures.models.goodput import (
+    Scenario, exact_optimum, simulate)
 
 
 def check_checkpoint_interval(tau_s, *, mtbf_s: float, ckpt_s: float,

@@ -1,11 +1,11 @@
 """Grader for Chapter 9: the KV cache of a served model, checked by
-:mod:`warmup_kit.serving.kv_cache`."""
+:mod:`warmup_kit.serving.models.kv_cache`."""
 from __future__ import annotations
 
 from warmup_kit.exercises.result import (
     Result, close, failed, integer, number, off_by, passed)
-from warmup_kit.serving.kv_cache import kv_per_gpu_bytes
-from warmup_kit.serving.shapes import model
+from warmup_kit.serving.models.kv_cache import kv_per_gpu_bytes
+from warmup_kit.serving.models.shapes import model
 
 
 def check_kv_cache(answer_bytes, *, model_name: str, tp: int, batch: int,

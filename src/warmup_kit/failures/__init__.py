@@ -9,8 +9,6 @@ One idea per module:
   flight recorder and heartbeat in one table;
 * :mod:`~warmup_kit.failures.watchdog`: the thread that turns a hang into
   an error naming the rank the others wait for;
-* :mod:`~warmup_kit.failures.straggler`: the slow rank found from per-rank
-  step times (median and MAD), and what it costs;
 * :mod:`~warmup_kit.failures.inject`: named fault points (kill, hang) in
   the real code paths;
 * :mod:`~warmup_kit.failures.files` and :mod:`~warmup_kit.failures.verify`:
@@ -26,10 +24,20 @@ One idea per module:
 * :mod:`~warmup_kit.failures.restart`: one attempt per launch, and the agent
   that restarts failed attempts;
 * :mod:`~warmup_kit.failures.lab`: Lab 01's ``--fail hang|kill|slow``;
-* :mod:`~warmup_kit.failures.goodput`: Young's and Daly's intervals and a
-  Monte Carlo simulation of failures, checkpoints, restarts and spares;
-* :mod:`~warmup_kit.failures.blast`: what one failed GPU, node or switch
-  stalls under a given placement, and what recovery costs.
+* :mod:`~warmup_kit.failures.goodput_cli`: Chapter 8's table of simulated
+  best checkpoint intervals beside Young's and Daly's, from the command
+  line.
 
-The models (goodput, blast, straggler) import no transport.
+The models (:mod:`warmup_kit.failures.models`) import no transport and
+nothing that runs on ranks:
+
+* :mod:`~warmup_kit.failures.models.straggler`: the slow rank found from
+  per-rank step times (median and MAD), and what it costs;
+* :mod:`~warmup_kit.failures.models.goodput`: Young's and Daly's intervals
+  and a Monte Carlo simulation of failures, checkpoints, restarts and
+  spares;
+* :mod:`~warmup_kit.failures.models.blast`: what one failed GPU, node or
+  switch stalls under a given placement, and what recovery costs;
+* :mod:`~warmup_kit.failures.models.published`: failure records of large
+  training runs, as published.
 """

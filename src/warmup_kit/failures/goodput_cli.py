@@ -16,8 +16,8 @@ import json
 import sys
 
 from warmup_kit import cliargs
-from warmup_kit.failures.goodput import HOUR, optimum_table
-from warmup_kit.failures.published import llama3_ckpt_s, llama3_mtbf_s
+from warmup_kit.failures.models.goodput import HOUR, optimum_table
+from warmup_kit.failures.models.published import llama3_ckpt_s, llama3_mtbf_s
 
 MIN = 60.0
 CASES = {"Daly, M = 24 h": (24 * HOUR, 5 * MIN, 10 * MIN, 500 * HOUR),

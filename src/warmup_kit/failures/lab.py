@@ -20,7 +20,7 @@ board (:mod:`warmup_kit.failures.board`) with a watchdog beside it
   frozen.
 * ``slow``: does ``slow_factor`` times the work at every step (a
   throttling GPU). The run completes; the straggler is found from the
-  per-rank compute times (:mod:`warmup_kit.failures.straggler`).
+  per-rank compute times (:mod:`warmup_kit.failures.models.straggler`).
 
 With ``inside=True`` a hang, kill or stop happens inside the step's
 all-reduce instead: after rank K entered it on the board, before its first
@@ -44,7 +44,7 @@ from warmup_kit.comm.launch import launch
 from warmup_kit.errors import CollectiveTimeout, PeerLost, RankDied
 from warmup_kit.failures import inject
 from warmup_kit.failures.board import Board, alive
-from warmup_kit.failures.straggler import find_stragglers
+from warmup_kit.failures.models.straggler import find_stragglers
 from warmup_kit.failures.watchdog import (
     STALE_S, HangDetected, Watchdog, refine)
 from warmup_kit.machine import limit_blas_threads

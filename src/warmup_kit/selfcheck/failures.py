@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from warmup_kit.failures.goodput import exact_optimum, young
+from warmup_kit.failures.models.goodput import exact_optimum, young
 from warmup_kit.exercises.result import (
     Result, close, failed, number, passed, unanswered)
 

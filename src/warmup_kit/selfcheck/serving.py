@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from warmup_kit.exercises.result import (
     Result, close, failed, number, passed, unanswered)
-from warmup_kit.serving.kv_cache import kv_bytes_per_token
-from warmup_kit.serving.shapes import model
+from warmup_kit.serving.models.kv_cache import kv_bytes_per_token
+from warmup_kit.serving.models.shapes import model
 
 
 def kv_cache_bytes(name: str, answer, bytes_per: int = 2) -> Result:
     """Grade the bytes one token adds to the KV cache of model ``name``
-    (a :data:`warmup_kit.serving.shapes.MODELS` key), every layer, at
+    (a :data:`warmup_kit.serving.models.shapes.MODELS` key), every layer, at
     ``bytes_per`` bytes a value (1% tolerance)."""
     m = model(name)
     ex = f"KV-cache bytes per token, {m.name}"

@@ -1,7 +1,8 @@
 """Prefill on some ranks, decode on others: the KV cache handed over.
 
-Book, Chapter 9 (disaggregation, :mod:`warmup_kit.serving.disagg` for its
-costs). ``comm`` of ``2 tp`` ranks is split (``comm.split``) into a
+Book, Chapter 9 (disaggregation,
+:mod:`warmup_kit.serving.models.disagg` for its costs). ``comm`` of
+``2 tp`` ranks is split (``comm.split``) into a
 *prefill* group (ranks ``0 .. tp-1``) and a *decode* group (ranks ``tp ..
 2tp-1``), each tensor-parallel over its own sub-communicator. The prefill
 group runs the prompts; prefill rank i sends decode rank ``tp + i`` the
@@ -24,7 +25,7 @@ import numpy as np
 from warmup_kit.comm.base import Comm
 from warmup_kit.machine import limit_blas_threads
 from warmup_kit.serving.tp_decode import TPDecoder
-from warmup_kit.serving.toy import ToyConfig, Weights, generate, prompts
+from warmup_kit.serving.models.toy import ToyConfig, Weights, generate, prompts
 
 _TAG = 4101
 

@@ -3,7 +3,7 @@
 Expert parallelism as serving engines run it (DeepSpeed-MoE, Megatron-LM's
 token dispatcher): the ``experts`` of the layer are laid out in contiguous
 blocks over the ``ep`` ranks of ``comm``; each rank routes its own tokens
-(:func:`warmup_kit.serving.routing.route`, top-k with a capacity), then
+(:func:`warmup_kit.serving.models.routing.route`, top-k with a capacity), then
 
 1. sends every other rank the number of rows it will get for each of that
    rank's experts (an even :func:`warmup_kit.all_to_all` of E integers);
@@ -28,8 +28,8 @@ import numpy as np
 from warmup_kit.collectives import all_to_all
 from warmup_kit.comm.base import Comm
 from warmup_kit.machine import limit_blas_threads
-from warmup_kit.serving.routing import Routing, dispatch_bytes, route
-from warmup_kit.serving.toy import silu
+from warmup_kit.serving.models.routing import Routing, dispatch_bytes, route
+from warmup_kit.serving.models.toy import silu
 
 
 @dataclass(frozen=True)
@@ -201,7 +201,7 @@ def matches_reference(ranks: list[dict], cfg: MoEConfig,
 def byte_rows(ranks: list[dict]) -> list[dict]:
     """Per rank: dispatch and combine bytes the transport counted, beside
     the bytes its group's routing implies
-    (:func:`~warmup_kit.serving.routing.dispatch_bytes`)."""
+    (:func:`~warmup_kit.serving.models.routing.dispatch_bytes`)."""
     out = []
     for g in sorted({r["group"] for r in ranks}):
         group = sorted((r for r in ranks if r["group"] == g),

@@ -39,7 +39,7 @@ from warmup_kit.machine import cores, limit_blas_threads, load_average
 from warmup_kit.measure import fit_host as H
 from warmup_kit.schedule import traffic
 from warmup_kit.algorithms import build
-from warmup_kit.serving.toy import (
+from warmup_kit.serving.models.toy import (
     KVCache, Shard, ToyConfig, Weights, attention_block, ffn_block, generate,
     prompts)
 from warmup_kit.serving.tp_decode import TPDecoder

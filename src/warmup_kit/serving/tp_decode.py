@@ -1,7 +1,8 @@
 """Tensor-parallel greedy decoding on a communicator (book, Chapter 9).
 
-Every rank of ``comm`` holds its :class:`~warmup_kit.serving.toy.Shard` of
-the toy decoder and its part of the KV cache; each forward pass calls
+Every rank of ``comm`` holds its
+:class:`~warmup_kit.serving.models.toy.Shard` of the toy decoder and its
+part of the KV cache; each forward pass calls
 :func:`warmup_kit.allreduce` twice per layer on the partial sums (the
 public call, default settings unless ``algorithm`` says otherwise), so the
 group computes exactly what one process computes with the whole model.
@@ -19,7 +20,7 @@ import numpy as np
 from warmup_kit.collectives import allreduce
 from warmup_kit.comm.base import Comm
 from warmup_kit.machine import limit_blas_threads
-from warmup_kit.serving.toy import (
+from warmup_kit.serving.models.toy import (
     KVCache, Shard, ToyConfig, Weights, forward, prompts)
 
 

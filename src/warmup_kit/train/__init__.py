@@ -18,7 +18,9 @@ One idea per module:
 * :mod:`~warmup_kit.train.timeline`: the model of one step (per-layer
   compute, bucket readiness, one communication channel);
 * :mod:`~warmup_kit.train.run`: the measured runs the benchmark and the
-  chapter store.
+  chapter store;
+* :mod:`~warmup_kit.train.analysis`: those runs beside the timeline model
+  (no ranks: what the plots and the benchmark's table read).
 
 Nothing here imports mpi4py: any :class:`~warmup_kit.comm.Comm` will do.
 """

@@ -2,7 +2,7 @@
 
 Inputs: each backward layer's compute time (last layer first), after which
 layer each bucket is full, and each bucket's collective cost (from the fitted
-host model, :func:`warmup_kit.train.run.bucket_costs`). One communication
+host model, :func:`warmup_kit.train.analysis.bucket_costs`). One communication
 channel runs the buckets in issue order: bucket ``k`` starts when it is full
 (with overlap; after the whole backward pass without) and the channel is
 free, and lasts its cost. The step is the forward pass, then the later of

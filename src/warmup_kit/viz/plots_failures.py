@@ -4,7 +4,7 @@ straggler's step goes.
 
 The widget's knobs are the chapter's: the checkpoint interval, the MTBF of
 one GPU and the cluster size. Its curve is the expected goodput of Daly's
-model (:func:`warmup_kit.failures.goodput.expected_wall`), which the
+model (:func:`warmup_kit.failures.models.goodput.expected_wall`), which the
 chapter first checks against the Monte Carlo simulation.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from warmup_kit.failures.goodput import HOUR, daly, young
+from warmup_kit.failures.models.goodput import HOUR, daly, young
 from warmup_kit.viz.widgets import Bars, Figure, Line, Panel, Points
 
 YEAR_H = 365.25 * 24

@@ -100,9 +100,9 @@ def bucket_widget_data(record: dict, caps_mib: Sequence[float] = (
         0.25, 0.5, 1, 2, 4, 8, 16, 32), latencies_ms: Sequence[float] = (
         0, 1, 4)) -> tuple[dict, dict]:
     """Every frame of the bucket-size widget, from the timeline model fed by
-    ``record`` (:func:`warmup_kit.train.run.what_if`): the ``curve`` and
+    ``record`` (:func:`warmup_kit.train.analysis.what_if`): the ``curve`` and
     ``timelines`` arguments of :func:`bucket_view`."""
-    from warmup_kit.train.run import host_fit, what_if
+    from warmup_kit.train.analysis import host_fit, what_if
     fit = host_fit(record)
     curve: dict = {"caps": list(caps_mib)}
     timelines = {}

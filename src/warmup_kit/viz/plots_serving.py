@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import Sequence
 
 from warmup_kit.model.hardware import SYSTEMS
-from warmup_kit.serving.decode import ACT_BYTES, decode_step, tp_allreduce
-from warmup_kit.serving.experts import moe_layer_s
-from warmup_kit.serving.shapes import model as shape
+from warmup_kit.serving.models.decode import (
+    ACT_BYTES, decode_step, tp_allreduce)
+from warmup_kit.serving.models.experts import moe_layer_s
+from warmup_kit.serving.models.shapes import model as shape
 from warmup_kit.viz.widgets import Bars, Figure, Line, Panel, Points
 
 GIB = 1 << 30

@@ -29,8 +29,8 @@ from typing import Callable
 
 import numpy as np
 
-from warmup_kit.serving.kv_cache import kv_heads_per_rank
-from warmup_kit.serving.shapes import ModelShape
+from warmup_kit.serving.models.kv_cache import kv_heads_per_rank
+from warmup_kit.serving.models.shapes import ModelShape
 
 EPS = 1e-6
 
@@ -63,7 +63,7 @@ class ToyConfig:
         return ModelShape("toy", self.layers, self.hidden, self.heads,
                           self.kv_heads, self.head_dim, self.ffn, self.vocab,
                           positions=self.max_seq,
-                          source="warmup_kit.serving.toy")
+                          source="warmup_kit.serving.models.toy")
 
 
 class Weights:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from warmup_kit.serving.shapes import ModelShape
+from warmup_kit.serving.models.shapes import ModelShape
 
 #: bytes per cached element: bf16/fp16, fp8, fp32
 KV_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "fp32": 4}

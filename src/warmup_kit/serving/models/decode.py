@@ -9,7 +9,7 @@ FFN-in split by columns, attention output and FFN-out by rows):
   the slower of its FLOPs at ``gemm_efficiency`` of peak and its bytes at
   ``hbm_efficiency`` of HBM, :mod:`warmup_kit.parallelism.compute`), and
   attention reads the GPU's share of every sequence's KV cache
-  (:mod:`warmup_kit.serving.kv_cache`). A mixture-of-experts layer reads
+  (:mod:`warmup_kit.serving.models.kv_cache`). A mixture-of-experts layer reads
   the experts its tokens touch (:meth:`ModelShape.experts_touched`).
 * **communication** is two all-reduces per layer (after the attention
   output and after the FFN) of ``batch x hidden`` activations: a few KB to
@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from warmup_kit.model.hardware import GPU, SYSTEMS, System
 from warmup_kit.model.nccl import Choice, best_for_shape
 from warmup_kit.parallelism.compute import layer_times, stream_s
-from warmup_kit.serving.kv_cache import (
+from warmup_kit.serving.models.kv_cache import (
     cached_tokens, kv_heads_per_rank, kv_split)
-from warmup_kit.serving.shapes import ModelShape
+from warmup_kit.serving.models.shapes import ModelShape
 
 ACT_BYTES = 2            # bf16 activations on the wire
 

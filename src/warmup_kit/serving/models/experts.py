@@ -14,8 +14,8 @@ section 5). Per GPU and per layer, with T tokens on the GPU:
   ``capacity = cf T k / E`` slots move whether filled or not: ``cf T k
   (ep-1)/ep`` vectors each way.
 
-:func:`~warmup_kit.serving.routing.dispatch_bytes` counts the exact bytes
-of one routing, as a rank's transport counts them;
+:func:`~warmup_kit.serving.models.routing.dispatch_bytes` counts the exact
+bytes of one routing, as a rank's transport counts them;
 :func:`moe_layer_s` prices both all-to-alls with NCCL's model on the GPUs
 the EP group spans (one NVLink island, or several across the network).
 """
@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from warmup_kit.model.hardware import SYSTEMS, Cluster, System
 from warmup_kit.parallelism.axes import moe_all_to_all_s
-from warmup_kit.serving.decode import ACT_BYTES, group_shape
-from warmup_kit.serving.routing import dispatch_bytes
+from warmup_kit.serving.models.decode import ACT_BYTES, group_shape
+from warmup_kit.serving.models.routing import dispatch_bytes
 
 
 def expected_dispatch_bytes(tokens: float, hidden: int, top_k: int, ep: int,

@@ -19,16 +19,16 @@ A transfer costs the link's latency plus bytes over its achievable
 bandwidth (:mod:`warmup_kit.model.hardware`). Sent layer by layer while
 the prefill computes the next layer, only what does not hide behind the
 prefill is exposed. The alternative is to recompute: the decode pool runs
-the prefill itself (:func:`warmup_kit.serving.decode.prefill`).
+the prefill itself (:func:`warmup_kit.serving.models.decode.prefill`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from warmup_kit.model.hardware import SYSTEMS, Link, System
-from warmup_kit.serving.decode import island_size, prefill
-from warmup_kit.serving.kv_cache import cached_tokens, kv_split
-from warmup_kit.serving.shapes import ModelShape
+from warmup_kit.serving.models.decode import island_size, prefill
+from warmup_kit.serving.models.kv_cache import cached_tokens, kv_split
+from warmup_kit.serving.models.shapes import ModelShape
 
 ROUTES = ("nvlink", "net", "pcie")
 
