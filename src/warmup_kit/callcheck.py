@@ -24,8 +24,11 @@ The messages have one size and one tag whatever the call, so ranks that
 called different things still match each other's agreement messages and
 never wait for a message that will not come. Their bytes count as control
 traffic (``stats.control_*``), apart from the payload the schedule
-predicts. ``comm.check_calls = False`` (or ``WARMUP_KIT_CHECK=0`` before
-the communicator is made; every rank must choose alike) skips it.
+predicts. On shared memory (``comm.share_call``) there is no message:
+each rank publishes its descriptor in the control segment and reads every
+other's, one wait per peer. ``comm.check_calls = False`` (or
+``WARMUP_KIT_CHECK=0`` before the communicator is made; every rank must
+choose alike) skips it.
 """
 from __future__ import annotations
 
@@ -102,6 +105,13 @@ def check_call(comm: Comm, mine: np.ndarray, deadline: float | None
     any rank's differs."""
     n = comm.size
     if n == 1:
+        return
+    table = comm.share_call(mine, deadline)
+    if table is not None:              # shared memory: every descriptor
+        other = next((p for p in range(1, n)
+                      if not np.array_equal(table[p], table[0])), None)
+        if other is not None:
+            raise mismatch(0, table[0], other, table[other], comm.rank)
         return
     w = WORDS + 1
     state = np.full(2 * w, _NONE, np.int64)

@@ -171,6 +171,12 @@ class Comm(ABC):
             real.control_bytes_sent += ctl.bytes_sent
             real.control_bytes_received += ctl.bytes_received
 
+    def share_call(self, words: np.ndarray, deadline):
+        """Every rank's ``words`` (one call's descriptor), shape (size, n),
+        where the transport can share them without a message (shared
+        memory); None here: :mod:`warmup_kit.callcheck` sends them."""
+        return None
+
     # ------------------------------------------------- the transport's own
     @abstractmethod
     def isend(self, buf: np.ndarray, dest: int, tag: int = 0) -> Request:
