@@ -124,6 +124,40 @@ def test_descriptor_round_trips():
     assert [k for k, _ in FIELDS] == list(fields)
 
 
+@pytest.mark.parametrize("n", range(2, 10))
+def test_every_rank_ends_with_the_same_verdict(n):
+    """The dissemination, simulated: for any pattern of descriptors, after
+    ceil(log2 N) rounds every rank's summary is (rank 0's descriptor, the
+    lowest rank that differs and its descriptor)."""
+    from warmup_kit.callcheck import WORDS, _merge
+    w = WORDS + 1
+    rng = np.random.default_rng(n)
+    for _ in range(200):
+        kinds = rng.integers(0, rng.integers(1, 4), n)
+        descs = [describe(collective="broadcast", algorithm="tree", op=None,
+                          dtype="<f8", count=6, unit=1, root=int(k),
+                          ranks_per_node=None) for k in kinds]
+        states = []
+        for r in range(n):
+            st = np.full(2 * w, -1, np.int64)
+            st[0], st[1:w] = r, descs[r]
+            states.append(st)
+        dist = 1
+        while dist < n:
+            before = [st.copy() for st in states]
+            for r in range(n):
+                _merge(states[r], before[(r - dist) % n])
+            dist <<= 1
+        other = next((r for r in range(n) if kinds[r] != kinds[0]), None)
+        for st in states:
+            assert st[0] == 0 and np.array_equal(st[1:w], descs[0])
+            if other is None:
+                assert st[w] == -1
+            else:
+                assert st[w] == other and np.array_equal(st[w + 1:],
+                                                         descs[other])
+
+
 def test_the_error_pickles_and_is_a_value_error():
     import pickle
     exc = wk.CallMismatch("m", fields=("root",), ranks=(0, 1),

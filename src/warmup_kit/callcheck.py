@@ -138,10 +138,11 @@ def mismatch(a: int, da, b: int, db, rank: int) -> CallMismatch:
     diff = tuple(k for k, _ in FIELDS if fa[k] != fb[k])
     shown = ", ".join(f"{k}={fa[k]!r} on rank {a} but {fb[k]!r} on rank {b}"
                       for k in diff)
+    what = ("different collectives" if "collective" in diff else
+            f"{fa['collective']} with different arguments")
     return CallMismatch(
-        f"rank {rank}: ranks called {fa['collective']} with different "
-        f"arguments: {shown} (every rank must pass the same; nothing was "
-        "sent, the communicator is still usable)",
+        f"rank {rank}: ranks called {what}: {shown} (every rank must pass "
+        "the same; nothing was sent, the communicator is still usable)",
         fields=diff, ranks=(a, b),
         values=(tuple(fa[k] for k in diff), tuple(fb[k] for k in diff)))
 

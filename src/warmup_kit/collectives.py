@@ -452,7 +452,7 @@ def _all_to_all_v(x, comm, out, send_counts, recv_counts, timeout,
                          rc is not None)
 
     def run(deadline):
-        if comm.check_calls and not comm.debug:
+        if comm.check_calls:         # (the debug mode has no v check)
             check_call(comm, desc, deadline)
         return alltoallv(x, comm, sc, rc, res, deadline)
     return _submit(comm, run, timeout, async_op, "all_to_all")
