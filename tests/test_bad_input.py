@@ -1,6 +1,7 @@
 """Bad input raises a clear ValueError or TypeError, before any byte is
 sent; ranks that disagree get a ValueError naming what differs in the debug
-mode, and fail loudly (never a wrong result, never a hang) without it.
+mode, and, with the default agreement turned off, fail loudly on the tag
+check (never a wrong result from a rank that receives).
 Cases: tests/mpi/bad_input.py; run over sockets, shared memory and MPI."""
 from __future__ import annotations
 
@@ -105,7 +106,8 @@ def test_debug_mode_ranks_that_disagree_all_get_a_value_error(transport, n,
 @pytest.mark.parametrize("name", bi.DEFAULT_MODE)
 def test_default_mode_disagreement_fails_loudly_on_every_rank(transport,
                                                               name):
-    """No agreement message: the fingerprint in every message's tag is the
+    """With the default agreement off (comm.check_calls = False; with it
+    on, see test_mismatch.py), the fingerprint in every message's tag is the
     check. The first rank to receive a message of another call raises
     ProtocolError naming the sender; its peers then time out or lose it.
     No rank that receives returns a (wrong) result; a rank that only sends

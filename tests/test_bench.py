@@ -88,6 +88,25 @@ def test_ours_is_the_public_call(name, monkeypatch):
     assert kw["timeout"] is None and "async_op" not in kw
 
 
+def test_a_nocheck_twin_times_the_same_call_without_the_agreement():
+    """'ring+nocheck' times ring with comm.check_calls off, interleaved with
+    ring (check on), and leaves the communicator as it found it."""
+    from warmup_kit.bench.harness import LaunchContext, bench_rank
+    from warmup_kit.comm import SocketComm
+    seen = []
+    coll = dataclasses.replace(COLLECTIVES["allreduce"], run_ours=lambda a, b,
+                               comm, *rest: seen.append((a, comm.check_calls))
+                               or b.recv)
+    with SocketComm(0, 1, [("127.0.0.1", 0)]) as comm:
+        rows = bench_rank(LaunchContext(comm, "sockets"),
+                          tiny(sizes=(8,), algorithms=("ring", "ring+nocheck"),
+                               check=False), coll)
+        assert comm.check_calls
+    assert [r["algorithm"] for r in rows] == ["ring", "ring+nocheck"]
+    assert set(seen) == {("ring", True), ("ring", False)}
+    assert seen[:2] == [("ring", True), ("ring", False)]     # interleaved
+
+
 # ------------------------------------------------------------------- table
 @pytest.mark.multiproc
 @pytest.mark.timeout(120)
@@ -130,6 +149,7 @@ def test_an_empty_or_endless_sweep_is_refused(kw, match):
     (["-b", "64M", "-e", "8"], "empty sweep"),
     (["--algorithms", "mpi"], "needs ranks under mpiexec"),
     (["--algorithms", "ring,warp"], "unknown allreduce algorithm"),
+    (["--algorithms", "mpi+nocheck"], "unknown allreduce algorithm"),
     (["-b", "3X"], "K, M, G or T"),
     (["-n", "0"], "-n/--iters: must be >= 1")])
 def test_cli_refuses_what_it_cannot_do(args, message):

@@ -14,13 +14,14 @@ from warmup_kit.comm import Comm, MPIComm, ShmComm, SocketComm, launch, \
     run_mpi
 from warmup_kit.comm.stream import Work
 from warmup_kit.errors import (
-    CollectiveTimeout, PeerLost, ProtocolError, RankDied)
+    CallMismatch, CollectiveTimeout, PeerLost, ProtocolError, RankDied)
 from warmup_kit.ops import OPS, REDUCE_OPS
 from warmup_kit.schedule import Schedule, Transfer, traffic, verify
 
 __version__ = "0.1.0"
 
-__all__ = ["ALGORITHMS", "OPS", "REDUCE_OPS", "CollectiveTimeout", "Comm",
+__all__ = ["ALGORITHMS", "OPS", "REDUCE_OPS", "CallMismatch",
+           "CollectiveTimeout", "Comm",
            "MPIComm", "PeerLost", "ProtocolError", "RankDied", "Schedule",
            "ShmComm", "SocketComm", "Transfer", "Work", "all_gather",
            "all_to_all", "allreduce", "broadcast", "build", "gather",

@@ -14,14 +14,17 @@ preallocated result (mpi4py's ``recvbuf``; no allocation at all then), and
 handle at once; collectives on one communicator complete in the order
 issued.
 
-Agreement between ranks costs nothing: each call's fingerprint (collective,
-algorithm, op, dtype, length, root) is the tag on every message, and a rank
-that receives a message with another fingerprint raises
-:class:`~warmup_kit.ProtocolError` instead of reducing the wrong bytes. For
-a full check of every field first (one small all-to-all per call, counted in
-``stats.control_*``), set ``WARMUP_KIT_DEBUG=DETAIL`` before the
-communicator is made, or ``comm.debug = True`` (like PyTorch's
-``TORCH_DISTRIBUTED_DEBUG``).
+Ranks that pass different arguments (collective, algorithm, op, dtype,
+length, root) all raise :class:`~warmup_kit.CallMismatch` naming what
+differs, before any payload moves: each call first agrees on them
+(:mod:`warmup_kit.callcheck`: ceil(log2 N) rounds of one small message,
+counted in ``stats.control_*``; ``comm.check_calls = False`` or
+``WARMUP_KIT_CHECK=0`` skips it). Each call's fingerprint is also the tag
+on every message, so a rank that receives a message of another call raises
+:class:`~warmup_kit.ProtocolError` instead of reducing the wrong bytes.
+``WARMUP_KIT_DEBUG=DETAIL`` (or ``comm.debug = True``, like PyTorch's
+``TORCH_DISTRIBUTED_DEBUG``) replaces the agreement with an all-to-all of
+every field, raising ValueError.
 
 Shapes (N ranks, rank r; "rows" are the first axis):
 
@@ -50,6 +53,7 @@ from typing import Sequence
 import numpy as np
 
 from warmup_kit.algorithms import build
+from warmup_kit.callcheck import check_call, describe
 from warmup_kit.execute.alltoallv import alltoallv, check_counts
 from warmup_kit.comm.base import DEBUG_ENV, TAG_MAX, Comm
 from warmup_kit.comm.deadlines import check_timeout, deadline_after
@@ -63,7 +67,7 @@ class Call:
     fingerprint every message of it carries as its tag."""
 
     __slots__ = ("collective", "algorithm", "op", "count", "unit", "root",
-                 "ranks_per_node", "schedule", "tag", "ufunc")
+                 "ranks_per_node", "schedule", "tag", "ufunc", "descriptor")
 
     def __init__(self, collective, algorithm, n, op, dtype, count, unit,
                  root, ranks_per_node) -> None:
@@ -75,8 +79,12 @@ class Call:
         self.ufunc = reduce_ufunc("sum" if op in (None, "avg") else op, dtype)
         self.schedule = build(collective, algorithm, n, root=root,
                               ranks_per_node=ranks_per_node)
-        key = f"{collective}|{algorithm}|{op}|{dtype}|{count}|{unit}|{root}"
+        key = (f"{collective}|{algorithm}|{op}|{dtype}|{count}|{unit}|{root}"
+               f"|{ranks_per_node}")
         self.tag = zlib.crc32(key.encode()) % TAG_MAX
+        self.descriptor = describe(
+            collective=collective, algorithm=algorithm, op=op, dtype=dtype,
+            count=count, unit=unit, root=root, ranks_per_node=ranks_per_node)
 
     def run(self, comm: Comm, buf: np.ndarray, src, deadline) -> None:
         """Run on this rank's flat ``buf`` (out of place from ``src``)."""
@@ -87,6 +95,8 @@ class Call:
                          "unit": self.unit, "root": self.root,
                          "ranks_per_node": self.ranks_per_node or 0},
                   deadline)
+        elif comm.check_calls:
+            check_call(comm, self.descriptor, deadline)
         execute(self.schedule, buf, src, comm, self.ufunc, deadline,
                 self.unit, self.tag)
         if self.op == "avg":
@@ -437,9 +447,26 @@ def _all_to_all_v(x, comm, out, send_counts, recv_counts, timeout,
     elif out is not None:
         raise ValueError("out= with uneven all_to_all needs recv_counts")
 
+    desc = _v_descriptor(x.dtype.str, int(np.prod(x.shape[1:],
+                                                  dtype=np.int64)),
+                         rc is not None)
+
     def run(deadline):
+        if comm.check_calls:         # (the debug mode has no v check)
+            check_call(comm, desc, deadline)
         return alltoallv(x, comm, sc, rc, res, deadline)
     return _submit(comm, run, timeout, async_op, "all_to_all")
+
+
+@lru_cache(maxsize=256)
+def _v_descriptor(dtype: str, unit: int, given: bool) -> np.ndarray:
+    """What uneven all-to-all's ranks must agree on (the counts differ by
+    rank; whether recv_counts were given changes the protocol: without
+    them, the counts are exchanged first)."""
+    return describe(collective="all_to_all_v",
+                    algorithm="direct" if given else "direct+counts",
+                    op=None, dtype=dtype, count=0, unit=unit, root=0,
+                    ranks_per_node=None)
 
 
 __all__ = ["allreduce", "reduce_scatter", "all_gather", "broadcast",

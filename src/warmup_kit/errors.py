@@ -33,6 +33,23 @@ class ProtocolError(RuntimeError):
     """A peer sent a frame that does not match what the schedule expects."""
 
 
+class CallMismatch(ProtocolError, ValueError):
+    """The ranks called a collective with different arguments (root, op,
+    count, dtype, algorithm, the collective itself...). Every rank of the
+    call raises it, with the same message: ``fields`` names what differs,
+    ``ranks`` the two ranks compared (the lowest rank, and the lowest rank
+    that differs from it) and ``values`` each one's values of ``fields``."""
+
+    def __init__(self, message: str, *, fields: tuple = (),
+                 ranks: tuple = (), values: tuple = ()) -> None:
+        super().__init__(message)
+        self.fields, self.ranks, self.values = fields, ranks, values
+
+    def __reduce__(self):
+        return (_rebuild_mismatch, (str(self), self.fields, self.ranks,
+                                    self.values))
+
+
 class RankDied(RuntimeError):
     """A launched rank's process ended without reporting a result."""
 
@@ -49,3 +66,7 @@ class RankDied(RuntimeError):
 
 def _rebuild(cls, message, peer, rank):
     return cls(message, peer=peer, rank=rank)
+
+
+def _rebuild_mismatch(message, fields, ranks, values):
+    return CallMismatch(message, fields=fields, ranks=ranks, values=values)

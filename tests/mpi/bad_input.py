@@ -10,11 +10,13 @@ Three kinds of cases:
   calls that do not match (length, dtype, op, algorithm, root...); every
   rank must raise a ValueError naming what differs, having moved only the
   small agreement message.
-* DISAGREE, in the default mode (no agreement message): the call fails
-  loudly on every rank, a ProtocolError where a message with another
-  fingerprint arrives, a timeout or a lost peer elsewhere; no rank returns a
-  result. The communicator is then broken (like NCCL's after an error), so
-  each such case runs in a job of its own (``run_default``).
+* DISAGREE with the default agreement turned off (``comm.check_calls =
+  False``; with it on, every rank raises CallMismatch: tests/mpi/mismatch.py):
+  the fingerprint in every message's tag still makes the call fail loudly, a
+  ProtocolError where a message with another fingerprint arrives, a timeout
+  or a lost peer elsewhere; no rank that receives returns a result. The
+  communicator is then broken (like NCCL's after an error), so each such
+  case runs in a job of its own (``run_default``).
 
 After every LOCAL and debug-mode case a correct all-reduce must still work
 (the ranks stay in step). Used by tests/test_bad_input.py over sockets (warmup_kit.launch) and,
@@ -234,8 +236,10 @@ DEFAULT_TIMEOUT_S = 5.0
 
 
 def run_default(comm, name: str) -> dict:
-    """One DISAGREE case without the debug mode: what this rank saw."""
+    """One DISAGREE case with neither the debug mode nor the default
+    agreement: what this rank saw."""
     call = DISAGREE[name][1]
+    comm.check_calls = False
     t0 = time.monotonic()
     try:
         call(comm, DEFAULT_TIMEOUT_S)

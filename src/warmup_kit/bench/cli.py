@@ -43,7 +43,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--algorithms", default="",
                    help="comma list of algorithms and/or 'mpi', or 'all'; "
                         "empty: the collective's default algorithm, plus "
-                        "'mpi' under mpiexec")
+                        "'mpi' under mpiexec; an algorithm with '+nocheck' "
+                        "appended (ring+nocheck) is timed without the "
+                        "default argument agreement, beside the same "
+                        "algorithm with it")
     p.add_argument("-b", "--minbytes", type=_size, default=8,
                    help="smallest size")
     p.add_argument("-e", "--maxbytes", type=_size, default=64 << 20,

@@ -94,13 +94,16 @@ class Request(ABC):
 DEBUG_ENV = "WARMUP_KIT_DEBUG"
 #: ``WARMUP_KIT_TRACE=1``: print every message a rank sends
 TRACE_ENV = "WARMUP_KIT_TRACE"
+#: ``WARMUP_KIT_CHECK=0``: skip the collectives' default agreement on each
+#: call's arguments (:mod:`warmup_kit.callcheck`)
+CHECK_ENV = "WARMUP_KIT_CHECK"
 
 
 class Comm(ABC):
     """One rank of a group: the protocol every transport implements.
 
-    ``debug`` and ``tracing`` are read from :data:`DEBUG_ENV` and
-    :data:`TRACE_ENV` once, when the communicator is made (as PyTorch reads
+    ``debug``, ``tracing`` and ``check_calls`` are read from
+    :data:`DEBUG_ENV`, :data:`TRACE_ENV` and :data:`CHECK_ENV` once, when the communicator is made (as PyTorch reads
     its debug level when a process group is made), not on every call; set
     the attributes to change them later.
     """
@@ -113,6 +116,9 @@ class Comm(ABC):
     def __init__(self) -> None:
         self.debug = os.environ.get(DEBUG_ENV, "").upper() == "DETAIL"
         self.tracing = os.environ.get(TRACE_ENV) == "1"
+        #: the collectives first agree on their arguments (every rank must
+        #: set it alike)
+        self.check_calls = os.environ.get(CHECK_ENV, "1") != "0"
         self.stats = TrafficStats()
         #: executors keep compiled plans and staging buffers here, per
         #: communicator (never shared between two communicators' threads)
@@ -164,6 +170,12 @@ class Comm(ABC):
             ctl, self.stats = self.stats, real
             real.control_bytes_sent += ctl.bytes_sent
             real.control_bytes_received += ctl.bytes_received
+
+    def share_call(self, words: np.ndarray, deadline):
+        """Every rank's ``words`` (one call's descriptor), shape (size, n),
+        where the transport can share them without a message (shared
+        memory); None here: :mod:`warmup_kit.callcheck` sends them."""
+        return None
 
     # ------------------------------------------------- the transport's own
     @abstractmethod

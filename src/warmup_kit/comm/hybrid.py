@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import ExitStack, contextmanager
 from typing import Sequence
 
 import numpy as np
@@ -79,6 +80,17 @@ class HybridComm(Comm):
         self._local = {g: i for i, g in enumerate(self.local_ranks)}
         self._open: list[HybridRequest] = []   # issued, maybe unfinished
         self.intra, self.inter = intra, inter
+
+    @contextmanager
+    def control(self):
+        """Control traffic (e.g. the collectives' argument agreement) is
+        kept apart in each tier's counters too."""
+        with ExitStack() as stack:
+            stack.enter_context(super().control())
+            for tier in (self.inter, self.intra):
+                if tier is not None:
+                    stack.enter_context(tier.control())
+            yield
 
     def is_local(self, peer: int) -> bool:
         """True if ``peer`` is on this rank's node (shared memory)."""

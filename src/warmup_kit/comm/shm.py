@@ -12,7 +12,9 @@ where this call's buffers are in the rank's data segment, the call's
 fingerprint, the rank's pid, whom it waits for and a heartbeat; then per
 ordered pair a mailbox for ``isend``/``irecv``, a FIFO of :data:`STEPS`
 slots of :data:`SLOT` bytes (as NCCL's buffers hold ``NCCL_STEPS`` steps),
-and the bytes one rank has read out of another's segment.
+and the bytes one rank has read out of another's segment; last, per rank,
+two slots for the descriptor of the call it is agreeing on
+(:meth:`ShmComm.share_call`, counted in the row's ``CALL``).
 
 The FIFO lets a sender copy several pieces ahead of its receiver. With one
 slot, each 64 KiB piece waited for the receiver to be scheduled and copy it
@@ -48,12 +50,13 @@ from warmup_kit.comm.deadlines import deadline_after
 from warmup_kit.comm.blame import culprit, describe
 from warmup_kit.errors import CollectiveTimeout, PeerLost, ProtocolError
 
-DONE, READ, PID, WAIT, BUF_OFF, SRC_OFF, EXITED, FP, BEAT, BLAME = \
-    range(10)
+DONE, READ, PID, WAIT, BUF_OFF, SRC_OFF, EXITED, FP, BEAT, BLAME, CALL = \
+    range(11)
 ROW = 16                      # int64 per rank: two 64-byte lines
 BOX = 8                       # int64 per mailbox header
 SLOT = 64 << 10               # bytes per mailbox slot
 STEPS = 8                     # slots in each ordered pair's mailbox FIFO
+DESC = 16                     # int64 per published call descriptor
 META = 4                      # int64 per slot: piece bytes, size, tag, offset
 ALIGN = 64
 LIVENESS_S = 0.02
@@ -88,8 +91,8 @@ def _advance(q: deque, r: "ShmRequest", n: int) -> bool:
 
 def ctrl_bytes(size: int) -> int:
     """Bytes of the control segment of a group of ``size`` ranks."""
-    return 8 * (size * ROW + size * size * (BOX + 2 + STEPS * META)) \
-        + size * size * STEPS * SLOT
+    return 8 * (size * ROW + size * size * (BOX + 2 + STEPS * META)
+                + size * 2 * DESC) + size * size * STEPS * SLOT
 
 
 class Arena:
@@ -150,6 +153,9 @@ class ShmComm(Comm):
         off += size * size * STEPS * META * 8
         self._slots = np.ndarray((size, size, STEPS, SLOT), np.uint8, buf,
                                  offset=off)
+        off += size * size * STEPS * SLOT
+        self._desc = np.ndarray((size, 2, DESC), np.int64, buf, offset=off)
+        self._calls = 0               # calls agreed on (share_call)
         self.segs = list(segs)
         self.seg = self.segs[rank]
         self.arena = arena
@@ -198,6 +204,25 @@ class ShmComm(Comm):
         c[FP], c[BUF_OFF], c[SRC_OFF] = fp, boff, soff
         c[DONE] = c[READ] = base
         return base
+
+    def share_call(self, words: np.ndarray, deadline):
+        """Every rank's descriptor of this call, by shared memory: publish
+        ours (call ``k`` in slot ``k % 2``, then ``CALL = k``), wait until
+        each peer has published call ``k`` and read its slot. A peer cannot
+        overwrite that slot meanwhile: publishing call ``k + 2`` waits for
+        this rank's call ``k + 1``. None if ``words`` does not fit."""
+        if words.size > DESC:
+            return None
+        self._calls += 1
+        k, me = self._calls, self.rank
+        self._desc[me, k & 1, :words.size] = words
+        self.ctrl[me, CALL] = k
+        out = np.empty((self.size, words.size), np.int64)
+        for p in range(self.size):
+            if p != me:
+                self.wait_ge(CALL, p, k, deadline, " (agreeing on the call)")
+            out[p] = self._desc[p, k & 1, :words.size]
+        return out
 
     def check_fingerprint(self, peer: int, fp: int) -> None:
         got = int(self.ctrl[peer, FP])
