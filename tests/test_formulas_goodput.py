@@ -42,6 +42,10 @@ def test_goodput_daly_interval_is_young_times_1_plus_sqrt_x_over_3_plus_x_over_9
 def test_goodput_daly_interval_is_m_when_delta_ge_2m():
     assert daly(100, 40) == 40
     assert daly(80, 40) == 40          # delta = 2M exactly
+    # M <= delta < 2M still uses the series: x = 60/80 = 0.75,
+    #   sqrt(4800) (1 + sqrt(0.75)/3 + 0.75/9) - 60 = 35.06
+    assert daly(60, 40) == pytest.approx(
+        math.sqrt(4800) * (1 + math.sqrt(0.75) / 3 + 0.75 / 9) - 60)
 
 
 def test_goodput_exact_optimum_minimises_cost_e_tau_plus_delta_over_m_minus_1_over_tau():
@@ -101,6 +105,19 @@ def test_goodput_simulation_matches_daly_expected_wall():
     want = 2000 / expected_wall(np.array([100.0, 300.0]), 10, 1000, 50, 2000)
     np.testing.assert_allclose(1 / (1 / r.goodput).mean(axis=1), want,
                                rtol=0.03)
+
+
+def test_goodput_simulation_wall_is_work_plus_checkpoints_lost_restarts_and_waits():
+    # every second of a run is booked to exactly one part
+    for s in (Scenario(1000.0, 10.0, 50.0, 2000.0),
+              Scenario(1000.0, 10.0, 50.0, 2000.0, spares=1, repair_s=800.0),
+              Scenario(1000.0, 10.0, 50.0, 2000.0, spares=0, repair_s=30.0)):
+        r = simulate(s, [100.0, 300.0], reps=200, seed=5)
+        wall = (s.work_s / r.goodput).mean(axis=1)
+        parts = sum(r.parts[k] for k in ("work", "checkpoint", "lost",
+                                         "restart", "spare wait"))
+        np.testing.assert_allclose(wall, parts, rtol=1e-9)
+    assert r.parts["spare wait"][0] == pytest.approx(30.0 * r.failures[0])
 
 
 def test_goodput_restart_budget_inverts_goodput_at_the_exact_optimum():

@@ -295,6 +295,14 @@ def test_disagg_exposed_is_pipeline_of_l_layer_sends_behind_prefill():
     assert h.ship_vs_recompute == pytest.approx(h.transfer_s / h.recompute_s)
 
 
+def test_disagg_recompute_is_the_prefill_on_the_decode_tp_group():
+    h = handoff(L70, DGX, prompt=1000, route="net", tp=8, decode_tp=4)
+    assert h.recompute_s == pytest.approx(
+        prefill(L70, DGX, tp=4, batch=1, prompt=1000).step_s)
+    assert h.prefill_s == pytest.approx(
+        prefill(L70, DGX, tp=8, batch=1, prompt=1000).step_s)
+
+
 def test_disagg_route_links_nvlink_nic_pcie():
     assert route_link(DGX, "nvlink") is DGX.nvlink
     assert route_link(DGX, "net") is DGX.nic
@@ -313,13 +321,14 @@ def test_moe_dispatch_bytes_are_t_k_ep_minus_1_over_ep_h_2_dropless():
     # 100 tokens * 2 choices * 7/8 remote * 4096 * 2 B = 1,433,600
     assert expected_dispatch_bytes(100, 4096, 2, 8) == pytest.approx(1433600)
     assert expected_dispatch_bytes(100, 4096, 2, 1) == 0
+    # dropless sends what is routed: a capacity factor does not pad it
+    assert expected_dispatch_bytes(100, 4096, 2, 8, capacity_factor=1.25) \
+        == pytest.approx(1433600)
 
 
 def test_moe_padded_dispatch_bytes_are_times_capacity_factor():
     assert expected_dispatch_bytes(100, 4096, 2, 8, capacity_factor=1.25,
                                    padded=True) == pytest.approx(1792000)
-    assert expected_dispatch_bytes(100, 4096, 2, 8, capacity_factor=1.25) \
-        == pytest.approx(1433600)              # dropless ignores cf
     assert moe_layer_s(DGX, tokens=100, hidden=4096, top_k=2, ep=1) == 0.0
 
 
@@ -349,6 +358,12 @@ def test_routing_first_choices_fill_capacity_before_second_choices():
     assert r.dropped == 4
     assert r.per_expert().tolist() == [2, 2]
     assert r.per_rank(2).tolist() == [2, 2]
+    # tokens 0-1 rank expert 0 first, tokens 2-3 expert 1: every first
+    # choice is served, every second choice dropped (in token order,
+    # tokens 0-1 would have taken both experts' slots)
+    r = route(np.array([[1.0, 0.0]] * 2 + [[0.0, 1.0]] * 2), top_k=2,
+              capacity_factor=0.5)
+    assert r.keep.tolist() == [[True, False]] * 4
 
 
 def test_routing_dispatch_bytes_are_off_diagonal_row_sums_times_h_itemsize():
