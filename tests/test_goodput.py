@@ -166,18 +166,25 @@ def test_llama3_counts_add_up():
     assert sum(n for *_, n, _ in LLAMA3_TABLE5) == LLAMA3["unexpected"]
 
 
-MISPRINT = pytest.mark.xfail(strict=True, reason=(
+MISPRINT = pytest.mark.xfail(raises=AssertionError, strict=True, reason=(
     "Table 5 prints 30.1% beside 148 interruptions; 148/419 = 35.3% (the "
     "text's 58.7% for GPUs is the sum of the printed percentages; by the "
     "counts it is 64.0%)"))
+#: rows whose printed share misses its count: component -> count / 419 in %
+#: as recorded (Llama 3 Herd paper, Table 5; see MISPRINT)
+MISPRINTED = {"Faulty GPU": 35.3}
 
 
 @pytest.mark.parametrize("row", [
-    pytest.param(r, id=r[0], marks=MISPRINT if r[0] == "Faulty GPU" else ())
+    pytest.param(r, id=r[0], marks=MISPRINT if r[0] in MISPRINTED else ())
     for r in LLAMA3_TABLE5])
 def test_llama3_table5_percentages_are_count_over_419(row):
-    _, _, n, printed = row
-    assert round(100 * n / LLAMA3["unexpected"], 1) == printed
+    name, _, n, printed = row
+    share = round(100 * n / LLAMA3["unexpected"], 1)
+    if name in MISPRINTED and share != MISPRINTED[name]:
+        pytest.fail(f"{name}: {n}/419 = {share}%, recorded as "
+                    f"{MISPRINTED[name]}%")     # not the xfail's raises
+    assert share == printed
 
 
 def test_llama3_text_shares_against_the_table():
