@@ -15,11 +15,11 @@ import math
 import numpy as np
 import pytest
 
-from warmup_kit.failures.blast import Blast, Fabric, blast_radius
-from warmup_kit.failures.goodput import (
+from warmup_kit.failures.models.blast import Blast, Fabric, blast_radius
+from warmup_kit.failures.models.goodput import (
     Scenario, daly, exact_optimum, expected_wall, restart_budget, simulate,
     young)
-from warmup_kit.failures.published import (
+from warmup_kit.failures.models.published import (
     LLAMA3_TABLE5, by_category, llama3_ckpt_s, llama3_mtbf_s)
 from warmup_kit.model.hardware import SYSTEMS, Cluster
 from warmup_kit.model.topology import Layout

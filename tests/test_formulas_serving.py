@@ -20,17 +20,17 @@ import pytest
 
 from warmup_kit.model.hardware import SYSTEMS, Link
 from warmup_kit.parallelism.compute import layer_times
-from warmup_kit.serving.decode import (
+from warmup_kit.serving.models.decode import (
     allreduce_bytes_per_token, decode_step, group_shape, linear_s, prefill,
     tp_allreduce)
-from warmup_kit.serving.disagg import (
+from warmup_kit.serving.models.disagg import (
     handoff, kv_bytes_per_flop, route_link, transfer_s)
-from warmup_kit.serving.experts import expected_dispatch_bytes, moe_layer_s
-from warmup_kit.serving.kv_cache import (
+from warmup_kit.serving.models.experts import expected_dispatch_bytes, moe_layer_s
+from warmup_kit.serving.models.kv_cache import (
     cached_tokens, kv_bytes_per_request, kv_bytes_per_token,
     kv_heads_per_rank, kv_per_gpu_bytes, kv_split, max_cached_tokens)
-from warmup_kit.serving.routing import capacity, dispatch_bytes, route
-from warmup_kit.serving.shapes import MODELS
+from warmup_kit.serving.models.routing import capacity, dispatch_bytes, route
+from warmup_kit.serving.models.shapes import MODELS
 
 L8, L70 = MODELS["Llama 3 8B"], MODELS["Llama 3 70B"]
 MISTRAL, MIXTRAL, OPT = (MODELS["Mistral 7B"], MODELS["Mixtral 8x7B"],
