@@ -12,7 +12,7 @@ cover it and its mutations, each ``{"file", "old", "new", "expect"}``:
 code moves under it), ``new`` replaces it, and ``expect`` is a piece of
 the name of the test that should catch it. For each mutation, one at a
 time, the script writes the changed file, runs pytest on the group's test
-files only, puts the file back (always, even on Ctrl-C) and prints
+files only, puts the file back (always, even on Ctrl-C or SIGTERM) and prints
 
     killed     the run failed, and a failing test's name contains ``expect``
     unnamed    the run failed, but no failing test has ``expect`` in its name
@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -99,6 +100,10 @@ def run_one(python: str, mu: dict, tests: list[str], timeout: float
     return "unnamed", failing
 
 
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--table", type=Path,
@@ -111,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--timeout", type=float, default=120.0)
     a = ap.parse_args(argv)
+    # SIGTERM (a kill, a CI timeout) unwinds like Ctrl-C, so run_one's
+    # finally puts the mutated file back
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         groups = load(a.table)
     except BadTable as e:
@@ -146,4 +154,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("mutation_pass: stopped (the mutated file was put back)",
+              file=sys.stderr)
+        sys.exit(130)
