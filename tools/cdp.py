@@ -54,8 +54,12 @@ def no_chromium(tool: str) -> int:
 class Page:
     """A CDP session on one page target; events are kept in ``events``."""
 
+    #: seconds one DevTools call may take: a full-page screenshot of a long
+    #: chapter took over 30 s on 2 cores busy with make test's other stages
+    CALL_S = 120
+
     def __init__(self, ws_url: str):
-        self.ws = websocket.create_connection(ws_url, timeout=30,
+        self.ws = websocket.create_connection(ws_url, timeout=self.CALL_S,
                                               suppress_origin=True)
         self.ids = itertools.count(1)
         self.events: list[dict] = []
@@ -64,7 +68,11 @@ class Page:
         i = next(self.ids)
         self.ws.send(json.dumps({"id": i, "method": method, "params": params}))
         while True:
-            msg = json.loads(self.ws.recv())
+            try:
+                msg = json.loads(self.ws.recv())
+            except websocket.WebSocketTimeoutException:
+                raise TimeoutError(f"{method}: chromium did not answer "
+                                   f"within {self.CALL_S} s") from None
             if msg.get("id") == i:
                 if "error" in msg:
                     raise RuntimeError(f"{method}: {msg['error']}")

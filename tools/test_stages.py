@@ -68,8 +68,10 @@ def stages(workers: int) -> list[Stage]:
     ]
 
 
-#: stages in one lane run one after another; lanes run side by side
-LANES = [["book", "check-site"], ["pytest"], ["nbval", "check-lab"]]
+#: stages in one lane run one after another; lanes run side by side. The
+#: two browser checks share a lane (one chromium at a time beside pytest:
+#: with both and nbval beside pytest's workers, a screenshot took > 30 s)
+LANES = [["book", "nbval", "check-site", "check-lab"], ["pytest"]]
 
 _COUNT = re.compile(r"(\d+) (passed|failed|errors?|xfailed|xpassed|skipped)")
 
