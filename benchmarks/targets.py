@@ -444,7 +444,8 @@ def add_copy_bound(nbytes: int, reps: int = 10, timeout: float = 120.0
     try:
         deadline = time.monotonic() + timeout
         for _ in procs:
-            got.append(queue.get(timeout=max(1.0, deadline - time.monotonic())))
+            left = max(1.0, deadline - time.monotonic())
+            got.append(queue.get(timeout=left))
     finally:
         for p in procs:
             p.join(timeout=10)
