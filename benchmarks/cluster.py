@@ -24,8 +24,11 @@ across), then
    against numpy and against the schedule's bytes), and prints each
    point's median beside the model (:mod:`warmup_kit.model.emulated`).
 
-``--check`` exits 1 unless every result is right and, for messages of 1 MiB
-and up, within 25% of the model, with the same winner at every size.
+``--check`` prints its rules, each with its reason
+(:data:`warmup_kit.measure.cluster_report.RULES`), and exits 1 unless every
+result is right and, for messages of 1 MiB and up, within 25% of the
+model, with the same winner at every size (variants within 10% of each
+other tied: :func:`~warmup_kit.measure.cluster_report.same_winner`).
 """
 from __future__ import annotations
 
@@ -249,12 +252,23 @@ def main(argv=None) -> int:
             Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
     report(doc)
     if args.check:
-        bad = R.failures(doc["rows"])
-        for line in bad:
-            print(f"CHECK FAILED: {line}")
-        if bad:
-            return 1
-        print("check passed: within 25% at >= 1 MiB, same winners")
+        return check(doc)
+    return 0
+
+
+def check(doc: dict) -> int:
+    """``--check`` of a run: its rules with their reasons, then each
+    failure (exit 1) or the pass (exit 0)."""
+    print("\ncheck:")
+    for rule, why in R.RULES:
+        print(f"  - {rule}\n      why: {why}")
+    bad = R.failures(doc["rows"])
+    for line in bad:
+        print(f"CHECK FAILED: {line}")
+    if bad:
+        return 1
+    print(f"check passed: every result right, within {R.TOLERANCE:.0%} at "
+          f">= 1 MiB, same winners (within {R.TIE:.0%}: tied)")
     return 0
 
 

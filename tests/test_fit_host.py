@@ -81,3 +81,52 @@ def test_measure_host_reports_positive_speeds():
     h = H.measure_host(reps=1, in_bytes=1 << 16)
     assert h["cores"] >= 1 and h["llc_mib"] > 0
     assert min(v for k, v in h.items() if k.endswith("gbps")) > 0
+
+
+def test_cache_term_scales_per_byte_costs_by_the_share_in_cache():
+    v = 1 << 20
+    plain = H.features("ring", v, 2, 2)
+    w = H.working_set("ring", v, 2)
+    # N = 2, out of place: input + output + the half reduced from, per rank
+    assert w == pytest.approx(2 * (2 * v + v / 2))
+    inside = H.features("ring", v, 2, 2, cache_bytes=2 * w,
+                        cached_factor=0.2)
+    half = H.features("ring", v, 2, 2, cache_bytes=w / 2, cached_factor=0.2)
+    assert np.allclose(inside[[0, 1, 2, 5]], plain[[0, 1, 2, 5]])
+    assert inside[3:5] == pytest.approx(0.2 * plain[3:5])    # all in cache
+    assert half[3:5] == pytest.approx(0.6 * plain[3:5])      # half of it
+    assert H.cache_sizes(1 << 20) == [256 << 10, 512 << 10, 1 << 20]
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_fit_finds_a_cache_resident_bandwidth(n):
+    """Timings from a host whose bytes cost 0.2x while they fit in 4 MiB:
+    the plain model misses the ring by far more than 25% somewhere, the
+    cache term recovers C and f and fits every size within 10%."""
+    truth = H.HostFit(10e-6, 5e-6, 1e-6, 0.4e-9, 0.4e-9, 1e-6, cores=2,
+                      cache_bytes=4 << 20, cached_factor=0.2)
+    rng = np.random.default_rng(1)
+    rows = [{"algorithm": a, "ranks": n, "size": v, "type": "double",
+             "time_us": H.predict(a, v, n, truth) * 1e6
+             * (1 + 0.02 * rng.standard_normal())}
+            for a in ALGS for v in SIZES]
+    plain = H.fit_host(rows, ncores=2)
+    ring = [abs(e["rel_error"]) for e in plain.errors
+            if e["algorithm"] == "ring"]
+    assert max(ring) > 0.25
+    f = H.fit_host(rows, ncores=2, cache=True, llc=64 << 20)
+    assert f.cache_bytes == 4 << 20
+    assert f.cached_factor == pytest.approx(0.2, abs=0.051)
+    assert f.max_rel_error < 0.1
+    assert f.as_dict()["cache_mib"] == 4
+    # predict() uses the fitted cache term
+    e = f.errors[0]
+    assert H.predict(e["algorithm"], e["size"], n, f) * 1e6 == \
+        pytest.approx(e["predicted_us"])
+
+
+def test_llc_bytes_is_the_machines_last_level_cache(monkeypatch):
+    monkeypatch.setattr(H, "machine_llc", lambda: 480 << 20)
+    assert H.llc_bytes() == 480 << 20
+    monkeypatch.setattr(H, "machine_llc", lambda: None)
+    assert H.llc_bytes() == 32 << 20
