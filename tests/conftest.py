@@ -218,7 +218,21 @@ TIMING_FILES = {"test_failures.py", "test_watchdog.py", "test_frames.py",
                 "test_partition.py", "test_frozen_ranks.py"}
 
 
+#: files whose tests share work cached in the worker process (one launch
+#: per N for every collective case, a module-scoped fixture, an
+#: ``lru_cache``): each runs whole on one worker, or every worker would
+#: launch the same jobs again
+CACHING_FILES = {"test_collectives_sockets.py", "test_collectives_shm.py",
+                 "test_collectives_mpi.py", "test_cluster_bench.py",
+                 "test_lab02.py", "test_mismatch.py", "test_project_files.py",
+                 "test_serving_ranks.py", "test_site_tools.py",
+                 "test_train_ranks.py", "test_bench_targets.py"}
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.path.name in TIMING_FILES:
+        name = item.path.name
+        if name in TIMING_FILES:
             item.add_marker(pytest.mark.xdist_group("timing"))
+        elif name in CACHING_FILES:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))

@@ -61,3 +61,16 @@ def test_a_stage_that_fails_fails_the_run_and_its_dependants_do_not_run(
     assert (a.rc, b.rc, c.rc) == (1, -1, 0)
     assert "never" not in out and "failed stages: a, b" in out
     assert out.rstrip().splitlines()[-1] == "tests: 5 passed, 1 failed"
+
+
+def test_files_that_cache_launches_are_kept_whole():
+    """Every test file with a module-scoped fixture or an lru_cache is in
+    conftest's CACHING_FILES (or the timing group): under pytest-xdist it
+    must run whole on one worker."""
+    import re
+    from conftest import CACHING_FILES, TIMING_FILES
+    caching = {p.name for p in (ROOT / "tests").glob("test_*.py")
+               if p.name != "test_stages_tool.py" and re.search(r"lru_cache|functools\.cache\b|scope=[\"']module",
+                            p.read_text())}
+    assert caching <= CACHING_FILES | TIMING_FILES, caching - (
+        CACHING_FILES | TIMING_FILES)
