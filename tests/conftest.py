@@ -210,29 +210,33 @@ def _spawning_tests_are_marked(request, monkeypatch):
 
 # ------------------------------------------------------------ pytest-xdist
 #: files whose tests assert on wall time (a watchdog's deadline, a timeout
-#: plus slack, a straggler's slowdown): under ``make test`` (pytest-xdist,
-#: ``--dist loadgroup``) they run one after another on one worker, so that
-#: at most one of them competes with the others for the 2 cores
+#: plus slack, a straggler's slowdown): under ``make test`` they run one
+#: after another on one worker, so that at most one of them competes with
+#: the other workers for the 2 cores
 TIMING_FILES = {"test_failures.py", "test_watchdog.py", "test_frames.py",
                 "test_straggler.py", "test_faults.py", "test_bad_input.py",
                 "test_partition.py", "test_frozen_ranks.py"}
 
 
-#: files whose tests share work cached in the worker process (one launch
-#: per N for every collective case, a module-scoped fixture, an
-#: ``lru_cache``): each runs whole on one worker, or every worker would
-#: launch the same jobs again
-CACHING_FILES = {"test_collectives_sockets.py", "test_collectives_shm.py",
-                 "test_collectives_mpi.py", "test_cluster_bench.py",
-                 "test_lab02.py", "test_mismatch.py", "test_project_files.py",
-                 "test_serving_ranks.py", "test_site_tools.py",
-                 "test_train_ranks.py", "test_bench_targets.py"}
+def xdist_scope(nodeid: str) -> str:
+    """The unit pytest-xdist hands to one worker: a whole test file (its
+    tests share launches cached in the worker: one launch per N for every
+    collective case, module fixtures, ``lru_cache``), and every timing file
+    together as one unit."""
+    path = nodeid.split("::", 1)[0]
+    return "timing" if Path(path).name in TIMING_FILES else path
 
 
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        name = item.path.name
-        if name in TIMING_FILES:
-            item.add_marker(pytest.mark.xdist_group("timing"))
-        elif name in CACHING_FILES:
-            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` with the timing files as one unit. (pytest-xdist
+    3.8's ``--dist loadgroup`` does not group under pytest 9: it renames
+    ``item._nodeid``, which pytest 9 no longer reads.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FileScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+    return FileScheduling(config, log)

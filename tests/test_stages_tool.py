@@ -63,14 +63,33 @@ def test_a_stage_that_fails_fails_the_run_and_its_dependants_do_not_run(
     assert out.rstrip().splitlines()[-1] == "tests: 5 passed, 1 failed"
 
 
-def test_files_that_cache_launches_are_kept_whole():
-    """Every test file with a module-scoped fixture or an lru_cache is in
-    conftest's CACHING_FILES (or the timing group): under pytest-xdist it
-    must run whole on one worker."""
+def test_xdist_units_are_whole_files_and_the_timing_files_together():
+    from conftest import TIMING_FILES, xdist_scope
+    assert xdist_scope("tests/test_collectives_mpi.py::test_x[N4-a]") == \
+        xdist_scope("tests/test_collectives_mpi.py::test_y") == \
+        "tests/test_collectives_mpi.py"
+    assert {xdist_scope(f"tests/{f}::test_a") for f in TIMING_FILES} == \
+        {"timing"}
+    assert xdist_scope("tests/test_units.py::test_a") != "timing"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_xdist_runs_each_unit_on_one_worker():
+    """Live, under make test's --dist loadfile: a file's tests on one
+    worker, and two timing files on the same one."""
     import re
-    from conftest import CACHING_FILES, TIMING_FILES
-    caching = {p.name for p in (ROOT / "tests").glob("test_*.py")
-               if p.name != "test_stages_tool.py" and re.search(r"lru_cache|functools\.cache\b|scope=[\"']module",
-                            p.read_text())}
-    assert caching <= CACHING_FILES | TIMING_FILES, caching - (
-        CACHING_FILES | TIMING_FILES)
+    import subprocess
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider",
+         "-n", "2", "--dist", "loadfile", "tests/test_project_files.py",
+         "tests/test_units.py", "tests/test_frames.py",
+         "tests/test_straggler.py", "-m", "not slow and not multiproc"],
+        cwd=ROOT, capture_output=True, text=True, timeout=100).stdout
+    where: dict[str, set[str]] = {}
+    for gw, path in re.findall(r"\[(gw\d+)\].*?PASSED (tests/\S+?\.py)::",
+                               out):
+        where.setdefault(path, set()).add(gw)
+    assert len(where) == 4, out[-3000:]
+    assert all(len(w) == 1 for w in where.values()), where
+    assert where["tests/test_frames.py"] == where["tests/test_straggler.py"]

@@ -57,7 +57,7 @@ def stages(workers: int) -> list[Stage]:
         Stage("book", [make, "--no-print-directory", "book"]),
         Stage("pytest", [PY, "-m", "pytest", "-q", "tests", "-p",
                          "no:cacheprovider", "-n", str(workers),
-                         "--dist", "loadgroup"], after=book),
+                         "--dist", "loadfile"], after=book),
         Stage("nbval", [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                         "--nbval", "book", "-n", "2", "--dist", "loadfile"],
               after=book),
