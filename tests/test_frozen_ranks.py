@@ -44,7 +44,10 @@ def test_every_rank_inside_the_watchdog_ends_every_wait(
     assert "every rank is inside it and alive" in res["report"], text
     for o in res["ranks"]:              # rank 2 too: it is inside as well
         assert o["error"] == "HangDetected" and o["peer"] is None, text
-        assert 1.4 < o["waited_s"] < 1.5 + 3, text
+        assert 0 < o["waited_s"] < 1.5 + 3, text
+    # the verdict comes 1.5 s after the first rank entered; a rank that
+    # entered later (a loaded machine: 0.2 s later) has waited less
+    assert max(o["waited_s"] for o in res["ranks"]) > 1.4, text
 
 
 @pytest.mark.multiproc

@@ -400,9 +400,12 @@ def test_a_hang_without_timeout_is_ended_by_the_watchdog(
     for o in res["ranks"]:
         if o["rank"] != k:
             assert o["error"] == "HangDetected"
-            assert 1.4 < o["waited_s"] < 1.5 + 3
+            assert 0 < o["waited_s"] < 1.5 + 3
         else:
             assert o["error"] == "hung"            # killed by the launcher
+    # the verdict comes 1.5 s after the first rank entered; one that
+    # entered later (a loaded machine) has waited less
+    assert max(o["waited_s"] for o in res["ranks"] if o["rank"] != k) > 1.4
 
 
 @pytest.mark.multiproc
