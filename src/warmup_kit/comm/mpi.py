@@ -87,6 +87,7 @@ class MPIComm(Comm):
         self._byte, self._any = MPI.BYTE, MPI.ANY_TAG
         self._isend, self._irecv = self.comm.Isend, self.comm.Irecv
         self._Status = MPI.Status
+        self._tables: dict = {}     # share_call's result arrays, per size
 
     # ------------------------------------------------------ point-to-point
     def isend(self, buf, dest: int, tag: int = 0) -> MPIRequest:
@@ -139,14 +140,23 @@ class MPIComm(Comm):
         Counted as control bytes; with a deadline it is an ``Iallgather``
         waited for like any request."""
         words = np.ascontiguousarray(words)
-        table = np.empty((self.size, words.size), words.dtype)
         n = words.nbytes
-        self.stats.control_bytes_sent += n * (self.size - 1)
-        self.stats.control_bytes_received += n * (self.size - 1)
+        ctl = n * (self.size - 1)
+        stats = self.stats
+        stats.control_bytes_sent += ctl
+        stats.control_bytes_received += ctl
         if deadline is None:
-            self.comm.Allgather([words, n, self._byte],
-                                [table, n, self._byte])
-            return table
+            # a blocking call fills the table before it returns, and the
+            # caller reads it before the next call on this communicator:
+            # one table (and its buffer spec) per size is enough
+            got = self._tables.get(n)
+            if got is None:
+                table = np.empty((self.size, words.size), words.dtype)
+                got = self._tables[n] = (table, [table, n, self._byte])
+            table, spec = got
+            self.comm.Allgather([words, n, self._byte], spec)
+            return table.view(words.dtype)
+        table = np.empty((self.size, words.size), words.dtype)
         req = self.comm.Iallgather([words, n, self._byte],
                                    [table, n, self._byte])
         # a timeout names the next rank: a collective does not say whom
