@@ -129,9 +129,44 @@ class MPIComm(Comm):
         self.stats.sent(dest, ns)
         self.stats.received(source, nr)
         st = self._Status()
-        self.comm.Sendrecv([sendbuf, ns, self._byte], dest, tag,
-                           [recvbuf, nr, self._byte], source, self._any, st)
-        self.check_arrival(MPIRequest(self, None, source, True, tag, nr, st))
+        r = MPIRequest(self, None, source, True, tag, nr, st)
+        try:
+            self.comm.Sendrecv([sendbuf, ns, self._byte], dest, tag,
+                               [recvbuf, nr, self._byte], source, self._any,
+                               st)
+        except self._MPI.Exception as exc:
+            self._failed([r], exc, [st])
+        self.check_arrival(r)
+
+    def send_wait(self, sendbuf, dest: int, tag: int = 0, *,
+                  deadline: float | None = None) -> None:
+        """One send; with no deadline a single blocking ``Send``."""
+        if deadline is not None:
+            return super().send_wait(sendbuf, dest, tag, deadline=deadline)
+        self.check_message(sendbuf, dest, tag)
+        n = sendbuf.nbytes
+        self.stats.sent(dest, n)
+        try:
+            self.comm.Send([sendbuf, n, self._byte], dest, tag)
+        except self._MPI.Exception as exc:
+            self._failed([MPIRequest(self, None, dest, False, tag, n)], exc)
+
+    def recv_wait(self, recvbuf, source: int, tag: int = 0, *,
+                  deadline: float | None = None) -> None:
+        """One receive; with no deadline a single blocking ``Recv``."""
+        if deadline is not None:
+            return super().recv_wait(recvbuf, source, tag,
+                                     deadline=deadline)
+        self.check_message(recvbuf, source, tag)
+        n = recvbuf.nbytes
+        self.stats.received(source, n)
+        st = self._Status()
+        r = MPIRequest(self, None, source, True, tag, n, st)
+        try:
+            self.comm.Recv([recvbuf, n, self._byte], source, self._any, st)
+        except self._MPI.Exception as exc:
+            self._failed([r], exc, [st])
+        self.check_arrival(r)
 
     def share_call(self, words: np.ndarray, deadline):
         """Every rank's call descriptor in one MPI ``Allgather`` (MPICH's,

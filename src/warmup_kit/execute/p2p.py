@@ -13,7 +13,8 @@ transport counts the same payload bytes):
 * messages of :data:`~warmup_kit.execute.plan.SLICE_BYTES` or more travel in
   slices, each reduced as soon as it lands (a large transfer then counts as
   several transport messages);
-* a round with one small message each way is one ``sendrecv``.
+* a round with at most one small message each way is one blocking call
+  (``sendrecv``, ``send_wait`` or ``recv_wait``).
 """
 from __future__ import annotations
 
@@ -56,17 +57,8 @@ def run_p2p(plan: P.Plan, buf, src, comm: Comm, ufunc, deadline,
         for key in rnd.wait_first:
             if key in pending:
                 comm.waitall(pending.pop(key), deadline)
-        if rnd.simple:           # one small message each way
-            snd, inc = rnd.sends[0], rnd.incoming[0]
-            from_src, r = snd.segs[0]
-            sarr = (src if from_src else buf)[r]
-            rarr = buf[inc.recv] if inc.direct else inc.recv
-            if tracing:
-                trace(rank, k, snd.peer, sarr.nbytes)
-            comm.sendrecv(sarr, snd.peer, rarr, inc.peer, tag,
-                          deadline=deadline)
-            if not inc.direct:
-                land(inc, buf, src, rank, ufunc)
+        if rnd.simple:           # at most one small message each way
+            _simple(k, rnd, buf, src, comm, ufunc, deadline, tag, tracing)
             continue
         sends = gather_sends(rnd, buf, src)
         if tracing:
@@ -80,6 +72,29 @@ def run_p2p(plan: P.Plan, buf, src, comm: Comm, ufunc, deadline,
     if src is not None:
         for r in plan.tail:
             buf[r] = src[r]
+
+
+def _simple(k: int, rnd: P.Round, buf, src, comm: Comm, ufunc, deadline,
+            tag: int, tracing: bool) -> None:
+    """A round of one small send and/or one small receive: one blocking
+    call (``sendrecv``, ``send_wait`` or ``recv_wait``), then land."""
+    inc = rnd.incoming[0] if rnd.incoming else None
+    if rnd.sends:
+        snd = rnd.sends[0]
+        from_src, r = snd.segs[0]
+        sarr = (src if from_src else buf)[r]
+        if tracing:
+            trace(comm.rank, k, snd.peer, sarr.nbytes)
+        if inc is None:
+            comm.send_wait(sarr, snd.peer, tag, deadline=deadline)
+            return
+    rarr = buf[inc.recv] if inc.direct else inc.recv
+    if rnd.sends:
+        comm.sendrecv(sarr, snd.peer, rarr, inc.peer, tag, deadline=deadline)
+    else:
+        comm.recv_wait(rarr, inc.peer, tag, deadline=deadline)
+    if not inc.direct:
+        land(inc, buf, src, comm.rank, ufunc)
 
 
 def pieces(size: int, itemsize: int) -> list[tuple[int, int]]:

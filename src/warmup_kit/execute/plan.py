@@ -64,7 +64,8 @@ class Round:
     incoming: list[Incoming] = field(default_factory=list)
     fold: bool = False                     # several reduces hit one chunk
     early: bool = True                     # reduce a slice as soon as it lands
-    simple: bool = False                   # one small message each way
+    simple: bool = False                   # at most one small message each
+                                           # way (one call, no request)
     wait_first: list = field(default_factory=list)  # earlier sends (k, i)
                                            # whose memory this round writes
 
@@ -189,12 +190,14 @@ def compile_plan(s: Schedule, rank: int, count: int, unit: int,
             if t.dst == rank:
                 written.update(t.targets)
         item = dtype.itemsize
-        plan.simple = (plan.early and len(sends) == 1
-                       and sends[0].stage is None
-                       and sends[0].size * item < SENDRECV_MAX_BYTES
-                       and len(plan.incoming) == 1 and not plan.fold
-                       and plan.incoming[0].size * item
-                       < SENDRECV_MAX_BYTES)
+        plan.simple = (plan.early and not plan.fold
+                       and 0 < len(sends) + len(plan.incoming)
+                       and len(sends) <= 1 and len(plan.incoming) <= 1
+                       and all(x.stage is None
+                               and x.size * item < SENDRECV_MAX_BYTES
+                               for x in sends)
+                       and all(x.size * item < SENDRECV_MAX_BYTES
+                               for x in plan.incoming))
         rounds.append(plan)
     tail = []
     if src:
