@@ -161,12 +161,14 @@ class MPIComm(Comm):
         n = recvbuf.nbytes
         self.stats.received(source, n)
         st = self._Status()
-        r = MPIRequest(self, None, source, True, tag, n, st)
         try:
             self.comm.Recv([recvbuf, n, self._byte], source, self._any, st)
         except self._MPI.Exception as exc:
-            self._failed([r], exc, [st])
-        self.check_arrival(r)
+            self._failed([MPIRequest(self, None, source, True, tag, n, st)],
+                         exc, [st])
+        if st.Get_tag() != tag or st.Get_count(self._byte) != n:
+            self.check_arrival(MPIRequest(self, None, source, True, tag, n,
+                                          st))
 
     def share_call(self, words: np.ndarray, deadline):
         """Every rank's call descriptor in one MPI ``Allgather`` (MPICH's,
