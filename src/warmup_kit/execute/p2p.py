@@ -51,6 +51,14 @@ def gather_sends(rnd: P.Round, buf, src) -> list:
 def run_p2p(plan: P.Plan, buf, src, comm: Comm, ufunc, deadline,
             tag: int, tracing: bool = False) -> None:
     """Every round of ``plan`` on this rank."""
+    if plan.quick is not None:          # every round one blocking call
+        for k, q in enumerate(plan.quick):
+            if q is not None:
+                _simple(k, q, buf, src, comm, ufunc, deadline, tag, tracing)
+        if src is not None:
+            for r in plan.tail:
+                buf[r] = src[r]
+        return
     rank = comm.rank
     pending: dict[tuple[int, int], list] = {}
     for k, rnd in enumerate(plan.rounds):
@@ -58,7 +66,8 @@ def run_p2p(plan: P.Plan, buf, src, comm: Comm, ufunc, deadline,
             if key in pending:
                 comm.waitall(pending.pop(key), deadline)
         if rnd.simple:           # at most one small message each way
-            _simple(k, rnd, buf, src, comm, ufunc, deadline, tag, tracing)
+            _simple(k, rnd.quick, buf, src, comm, ufunc, deadline, tag,
+                    tracing)
             continue
         sends = gather_sends(rnd, buf, src)
         if tracing:
@@ -74,27 +83,41 @@ def run_p2p(plan: P.Plan, buf, src, comm: Comm, ufunc, deadline,
             buf[r] = src[r]
 
 
-def _simple(k: int, rnd: P.Round, buf, src, comm: Comm, ufunc, deadline,
+def _simple(k: int, q: tuple, buf, src, comm: Comm, ufunc, deadline,
             tag: int, tracing: bool) -> None:
-    """A round of one small send and/or one small receive: one blocking
+    """A round of one small send and/or one small receive (``q``: the
+    round's :attr:`~warmup_kit.execute.plan.Round.quick`): one blocking
     call (``sendrecv``, ``send_wait`` or ``recv_wait``), then land."""
-    inc = rnd.incoming[0] if rnd.incoming else None
-    if rnd.sends:
-        snd = rnd.sends[0]
-        from_src, r = snd.segs[0]
-        sarr = (src if from_src else buf)[r]
+    sp, from_src, ssl, rp, direct, target, steps = q
+    if sp >= 0:
+        sarr = src if from_src else buf
+        if ssl is not None:
+            sarr = sarr[ssl]
         if tracing:
-            trace(comm.rank, k, snd.peer, sarr.nbytes)
-        if inc is None:
-            comm.send_wait(sarr, snd.peer, tag, deadline=deadline)
+            trace(comm.rank, k, sp, sarr.nbytes)
+        if rp < 0:
+            comm.send_wait(sarr, sp, tag, deadline=deadline)
             return
-    rarr = buf[inc.recv] if inc.direct else inc.recv
-    if rnd.sends:
-        comm.sendrecv(sarr, snd.peer, rarr, inc.peer, tag, deadline=deadline)
+    if direct:
+        rarr = buf if target is None else buf[target]
     else:
-        comm.recv_wait(rarr, inc.peer, tag, deadline=deadline)
-    if not inc.direct:
-        land(inc, buf, src, comm.rank, ufunc)
+        rarr = target
+    if sp >= 0:
+        comm.sendrecv(sarr, sp, rarr, rp, tag, deadline=deadline)
+    else:
+        comm.recv_wait(rarr, rp, tag, deadline=deadline)
+    for reduce, got, bs, own_src, peer_first in steps:
+        out = buf if bs is None else buf[bs]
+        if not reduce:
+            out[...] = got
+            continue
+        own = src if own_src else buf
+        if bs is not None:
+            own = own[bs]
+        if peer_first:           # ascending rank order, as reduce_ordered
+            ufunc(got, own, out=out)
+        else:
+            ufunc(own, got, out=out)
 
 
 def pieces(size: int, itemsize: int) -> list[tuple[int, int]]:
