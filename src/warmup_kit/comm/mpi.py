@@ -176,7 +176,8 @@ class MPIComm(Comm):
         :mod:`warmup_kit.callcheck` took log2 N Python-level exchanges).
         Counted as control bytes; with a deadline it is an ``Iallgather``
         waited for like any request."""
-        words = np.ascontiguousarray(words)
+        if not words.flags.c_contiguous:
+            words = np.ascontiguousarray(words)
         n = words.nbytes
         ctl = n * (self.size - 1)
         stats = self.stats
@@ -186,13 +187,14 @@ class MPIComm(Comm):
             # a blocking call fills the table before it returns, and the
             # caller reads it before the next call on this communicator:
             # one table (and its buffer spec) per size is enough
-            got = self._tables.get(n)
+            got = self._tables.get((n, words.dtype))
             if got is None:
                 table = np.empty((self.size, words.size), words.dtype)
-                got = self._tables[n] = (table, [table, n, self._byte])
+                got = self._tables[(n, words.dtype)] = (
+                    table, [table, n, self._byte])
             table, spec = got
             self.comm.Allgather([words, n, self._byte], spec)
-            return table.view(words.dtype)
+            return table
         table = np.empty((self.size, words.size), words.dtype)
         req = self.comm.Iallgather([words, n, self._byte],
                                    [table, n, self._byte])
