@@ -87,6 +87,8 @@ class MPIComm(Comm):
         self._byte, self._any = MPI.BYTE, MPI.ANY_TAG
         self._isend, self._irecv = self.comm.Isend, self.comm.Irecv
         self._Status = MPI.Status
+        self._send, self._recv = self.comm.Send, self.comm.Recv
+        self._recv_status = MPI.Status()
         self._tables: dict = {}     # share_call's result arrays, per size
 
     # ------------------------------------------------------ point-to-point
@@ -147,7 +149,7 @@ class MPIComm(Comm):
         n = sendbuf.nbytes
         self.stats.sent(dest, n)
         try:
-            self.comm.Send([sendbuf, n, self._byte], dest, tag)
+            self._send([sendbuf, n, self._byte], dest, tag)
         except self._MPI.Exception as exc:
             self._failed([MPIRequest(self, None, dest, False, tag, n)], exc)
 
@@ -160,9 +162,9 @@ class MPIComm(Comm):
         self.check_message(recvbuf, source, tag)
         n = recvbuf.nbytes
         self.stats.received(source, n)
-        st = self._Status()
+        st = self._recv_status     # the executor's: one call at a time
         try:
-            self.comm.Recv([recvbuf, n, self._byte], source, self._any, st)
+            self._recv([recvbuf, n, self._byte], source, self._any, st)
         except self._MPI.Exception as exc:
             self._failed([MPIRequest(self, None, source, True, tag, n, st)],
                          exc, [st])
