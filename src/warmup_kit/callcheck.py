@@ -107,7 +107,10 @@ def check_call(comm: Comm, mine: np.ndarray, deadline: float | None
     if n == 1:
         return
     table = comm.share_call(mine, deadline)
-    if table is not None:              # shared memory: every descriptor
+    if table is not None:              # every descriptor at once
+        raw = table.tobytes()          # all alike: the common case, cheap
+        if raw == raw[:len(raw) // n] * n:
+            return
         other = next((p for p in range(1, n)
                       if not np.array_equal(table[p], table[0])), None)
         if other is not None:

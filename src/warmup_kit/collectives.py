@@ -71,6 +71,7 @@ class Call:
 
     def __init__(self, collective, algorithm, n, op, dtype, count, unit,
                  root, ranks_per_node) -> None:
+        dtype = np.dtype(dtype).str
         self.collective, self.algorithm, self.op = collective, algorithm, op
         self.count, self.unit, self.root = count, unit, root
         self.ranks_per_node = ranks_per_node
@@ -103,6 +104,11 @@ class Call:
             np.divide(buf, comm.size, out=buf)
 
 
+#: classes seen to be Comm subclasses (isinstance on an ABC costs more
+#: than a set lookup, on every call)
+_COMM_CLASSES: set = set()
+
+
 @lru_cache(maxsize=1024)
 def _cached_call(*key) -> Call:
     return Call(*key)
@@ -113,14 +119,16 @@ def prepare(collective: str, algorithm: str, comm: Comm, dtype,
             root: int = 0, ranks_per_node: int | None = None) -> Call:
     """The checked :class:`Call` (bad names fail here, on this rank,
     before any byte is sent)."""
-    if not isinstance(comm, Comm):
-        raise TypeError(f"comm must be a warmup_kit Comm, got "
-                        f"{type(comm).__name__}")
-    try:
-        return _cached_call(collective, algorithm, comm.size, op,
-                            dtype.str if isinstance(dtype, np.dtype) else
-                            np.dtype(dtype).str, count, unit, root,
-                            ranks_per_node)
+    if comm.__class__ not in _COMM_CLASSES:
+        if not isinstance(comm, Comm):
+            raise TypeError(f"comm must be a warmup_kit Comm, got "
+                            f"{type(comm).__name__}")
+        _COMM_CLASSES.add(comm.__class__)
+    if not isinstance(dtype, np.dtype):
+        dtype = np.dtype(dtype)
+    try:                          # (equal dtypes have equal .str)
+        return _cached_call(collective, algorithm, comm.size, op, dtype,
+                            count, unit, root, ranks_per_node)
     except TypeError as exc:
         if "unhashable" not in str(exc):
             raise
@@ -129,12 +137,13 @@ def prepare(collective: str, algorithm: str, comm: Comm, dtype,
 
 def _submit(comm: Comm, fn, timeout, async_op: bool, what: str):
     """Run ``fn(deadline)`` now, or on the communicator's stream."""
-    check_timeout(timeout)
+    if timeout is not None:
+        check_timeout(timeout)
     if async_op:
         return comm.stream().submit(fn, timeout, what)
     if comm.busy():                       # keep issue order
         return comm.stream().submit(fn, timeout, what).wait()
-    return fn(deadline_after(timeout))
+    return fn(None if timeout is None else deadline_after(timeout))
 
 
 def agree(comm: Comm, fields: dict, deadline: float | None) -> None:
@@ -186,16 +195,21 @@ def _output(out, shape, dtype, what: str) -> np.ndarray:
     if out.shape != tuple(shape) or out.dtype != dtype:
         raise ValueError(f"out must have the {what}'s shape {tuple(shape)} "
                          f"and dtype {dtype}, got {out.shape} {out.dtype}")
-    if not out.flags.c_contiguous or not out.flags.writeable:
+    flags = out.flags
+    if not flags.c_contiguous or not flags.writeable:
         raise ValueError("out must be C-contiguous and writeable")
     return out
 
 
 def _flat(x: np.ndarray) -> np.ndarray:
+    if x.ndim == 1 and x.flags.c_contiguous:
+        return x                      # already flat (no new view per call)
     return np.ascontiguousarray(x).reshape(-1)
 
 
 def _distinct(out: np.ndarray, x: np.ndarray, what: str) -> None:
+    if out is not x and out.base is None and x.base is None:
+        return                # two arrays that own their memory: disjoint
     if np.may_share_memory(out, x):
         raise ValueError(f"out must not overlap sendbuf for {what}")
 
@@ -255,8 +269,10 @@ def allreduce(sendbuf: np.ndarray, comm: Comm, *, out=None, op: str = "sum",
     if src is not None:
         _distinct(res, x, "allreduce (pass out=sendbuf for in place)")
 
+    flat = res if res.ndim == 1 else res.reshape(-1)
+
     def run(deadline):
-        call.run(comm, res.reshape(-1), src, deadline)
+        call.run(comm, flat, src, deadline)
         return res
     return _submit(comm, run, timeout, async_op, "allreduce")
 

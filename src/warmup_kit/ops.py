@@ -18,10 +18,21 @@ def check_dtype(dtype) -> np.dtype:
     Supported: signed and unsigned integers, float16/32/64 (and longdouble),
     complex. Not: bool, strings, objects, records, datetimes.
     """
+    if dtype.__class__ in _NUMERIC_CLASSES and dtype in _NUMERIC:
+        return dtype                  # checked before: one set lookup
     dt = np.dtype(dtype)
     if dt.kind not in "iufc" or dt.hasobject or dt.fields is not None:
         raise TypeError(f"collectives need a numeric dtype, got {dt}")
+    if len(_NUMERIC) < 256:
+        _NUMERIC.add(dt)
+        _NUMERIC_CLASSES.add(dt.__class__)
     return dt
+
+
+#: dtypes :func:`check_dtype` has accepted (and their classes: a cheap
+#: first test that keeps strings and other objects equal to a dtype out)
+_NUMERIC: set = set()
+_NUMERIC_CLASSES: set = set()
 
 
 #: every operator a collective accepts: the ufuncs, and "avg" (the sum

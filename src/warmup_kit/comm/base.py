@@ -228,6 +228,18 @@ class Comm(ABC):
         self.waitall([self.irecv(recvbuf, source, tag),
                       self.isend(sendbuf, dest, tag)], deadline)
 
+    def send_wait(self, buf: np.ndarray, dest: int, tag: int = 0, *,
+                  deadline: float | None = None) -> None:
+        """Send ``buf`` to ``dest`` and wait until it has left (what an
+        executor calls inside a collective: no wait for the stream)."""
+        self.waitall([self.isend(buf, dest, tag)], deadline)
+
+    def recv_wait(self, buf: np.ndarray, source: int, tag: int = 0, *,
+                  deadline: float | None = None) -> None:
+        """Receive the next message from ``source`` into ``buf`` and wait
+        for it (inside a collective, as :meth:`send_wait`)."""
+        self.waitall([self.irecv(buf, source, tag)], deadline)
+
     def exchange(self, sends: Sequence[Message], recvs: Sequence[Message], *,
                  tag: int = 0, deadline: float | None = None) -> None:
         """Start every send and receive at once; return when all are done,

@@ -87,6 +87,9 @@ class MPIComm(Comm):
         self._byte, self._any = MPI.BYTE, MPI.ANY_TAG
         self._isend, self._irecv = self.comm.Isend, self.comm.Irecv
         self._Status = MPI.Status
+        self._send, self._recv = self.comm.Send, self.comm.Recv
+        self._recv_status = MPI.Status()
+        self._tables: dict = {}     # share_call's result arrays, per size
 
     # ------------------------------------------------------ point-to-point
     def isend(self, buf, dest: int, tag: int = 0) -> MPIRequest:
@@ -128,9 +131,46 @@ class MPIComm(Comm):
         self.stats.sent(dest, ns)
         self.stats.received(source, nr)
         st = self._Status()
-        self.comm.Sendrecv([sendbuf, ns, self._byte], dest, tag,
-                           [recvbuf, nr, self._byte], source, self._any, st)
-        self.check_arrival(MPIRequest(self, None, source, True, tag, nr, st))
+        r = MPIRequest(self, None, source, True, tag, nr, st)
+        try:
+            self.comm.Sendrecv([sendbuf, ns, self._byte], dest, tag,
+                               [recvbuf, nr, self._byte], source, self._any,
+                               st)
+        except self._MPI.Exception as exc:
+            self._failed([r], exc, [st])
+        self.check_arrival(r)
+
+    def send_wait(self, sendbuf, dest: int, tag: int = 0, *,
+                  deadline: float | None = None) -> None:
+        """One send; with no deadline a single blocking ``Send``."""
+        if deadline is not None:
+            return super().send_wait(sendbuf, dest, tag, deadline=deadline)
+        self.check_message(sendbuf, dest, tag)
+        n = sendbuf.nbytes
+        self.stats.sent(dest, n)
+        try:
+            self._send([sendbuf, n, self._byte], dest, tag)
+        except self._MPI.Exception as exc:
+            self._failed([MPIRequest(self, None, dest, False, tag, n)], exc)
+
+    def recv_wait(self, recvbuf, source: int, tag: int = 0, *,
+                  deadline: float | None = None) -> None:
+        """One receive; with no deadline a single blocking ``Recv``."""
+        if deadline is not None:
+            return super().recv_wait(recvbuf, source, tag,
+                                     deadline=deadline)
+        self.check_message(recvbuf, source, tag)
+        n = recvbuf.nbytes
+        self.stats.received(source, n)
+        st = self._recv_status     # the executor's: one call at a time
+        try:
+            self._recv([recvbuf, n, self._byte], source, self._any, st)
+        except self._MPI.Exception as exc:
+            self._failed([MPIRequest(self, None, source, True, tag, n, st)],
+                         exc, [st])
+        if st.Get_tag() != tag or st.Get_count(self._byte) != n:
+            self.check_arrival(MPIRequest(self, None, source, True, tag, n,
+                                          st))
 
     def share_call(self, words: np.ndarray, deadline):
         """Every rank's call descriptor in one MPI ``Allgather`` (MPICH's,
@@ -138,15 +178,26 @@ class MPIComm(Comm):
         :mod:`warmup_kit.callcheck` took log2 N Python-level exchanges).
         Counted as control bytes; with a deadline it is an ``Iallgather``
         waited for like any request."""
-        words = np.ascontiguousarray(words)
-        table = np.empty((self.size, words.size), words.dtype)
+        if not words.flags.c_contiguous:
+            words = np.ascontiguousarray(words)
         n = words.nbytes
-        self.stats.control_bytes_sent += n * (self.size - 1)
-        self.stats.control_bytes_received += n * (self.size - 1)
+        ctl = n * (self.size - 1)
+        stats = self.stats
+        stats.control_bytes_sent += ctl
+        stats.control_bytes_received += ctl
         if deadline is None:
-            self.comm.Allgather([words, n, self._byte],
-                                [table, n, self._byte])
+            # a blocking call fills the table before it returns, and the
+            # caller reads it before the next call on this communicator:
+            # one table (and its buffer spec) per size is enough
+            got = self._tables.get((n, words.dtype))
+            if got is None:
+                table = np.empty((self.size, words.size), words.dtype)
+                got = self._tables[(n, words.dtype)] = (
+                    table, [table, n, self._byte])
+            table, spec = got
+            self.comm.Allgather([words, n, self._byte], spec)
             return table
+        table = np.empty((self.size, words.size), words.dtype)
         req = self.comm.Iallgather([words, n, self._byte],
                                    [table, n, self._byte])
         # a timeout names the next rank: a collective does not say whom

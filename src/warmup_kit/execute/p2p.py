@@ -13,7 +13,8 @@ transport counts the same payload bytes):
 * messages of :data:`~warmup_kit.execute.plan.SLICE_BYTES` or more travel in
   slices, each reduced as soon as it lands (a large transfer then counts as
   several transport messages);
-* a round with one small message each way is one ``sendrecv``.
+* a round with at most one small message each way is one blocking call
+  (``sendrecv``, ``send_wait`` or ``recv_wait``).
 """
 from __future__ import annotations
 
@@ -50,23 +51,23 @@ def gather_sends(rnd: P.Round, buf, src) -> list:
 def run_p2p(plan: P.Plan, buf, src, comm: Comm, ufunc, deadline,
             tag: int, tracing: bool = False) -> None:
     """Every round of ``plan`` on this rank."""
+    if plan.quick is not None:          # every round one blocking call
+        for k, q in enumerate(plan.quick):
+            if q is not None:
+                _simple(k, q, buf, src, comm, ufunc, deadline, tag, tracing)
+        if src is not None:
+            for r in plan.tail:
+                buf[r] = src[r]
+        return
     rank = comm.rank
     pending: dict[tuple[int, int], list] = {}
     for k, rnd in enumerate(plan.rounds):
         for key in rnd.wait_first:
             if key in pending:
                 comm.waitall(pending.pop(key), deadline)
-        if rnd.simple:           # one small message each way
-            snd, inc = rnd.sends[0], rnd.incoming[0]
-            from_src, r = snd.segs[0]
-            sarr = (src if from_src else buf)[r]
-            rarr = buf[inc.recv] if inc.direct else inc.recv
-            if tracing:
-                trace(rank, k, snd.peer, sarr.nbytes)
-            comm.sendrecv(sarr, snd.peer, rarr, inc.peer, tag,
-                          deadline=deadline)
-            if not inc.direct:
-                land(inc, buf, src, rank, ufunc)
+        if rnd.simple:           # at most one small message each way
+            _simple(k, rnd.quick, buf, src, comm, ufunc, deadline, tag,
+                    tracing)
             continue
         sends = gather_sends(rnd, buf, src)
         if tracing:
@@ -80,6 +81,43 @@ def run_p2p(plan: P.Plan, buf, src, comm: Comm, ufunc, deadline,
     if src is not None:
         for r in plan.tail:
             buf[r] = src[r]
+
+
+def _simple(k: int, q: tuple, buf, src, comm: Comm, ufunc, deadline,
+            tag: int, tracing: bool) -> None:
+    """A round of one small send and/or one small receive (``q``: the
+    round's :attr:`~warmup_kit.execute.plan.Round.quick`): one blocking
+    call (``sendrecv``, ``send_wait`` or ``recv_wait``), then land."""
+    sp, from_src, ssl, rp, direct, target, steps = q
+    if sp >= 0:
+        sarr = src if from_src else buf
+        if ssl is not None:
+            sarr = sarr[ssl]
+        if tracing:
+            trace(comm.rank, k, sp, sarr.nbytes)
+        if rp < 0:
+            comm.send_wait(sarr, sp, tag, deadline=deadline)
+            return
+    if direct:
+        rarr = buf if target is None else buf[target]
+    else:
+        rarr = target
+    if sp >= 0:
+        comm.sendrecv(sarr, sp, rarr, rp, tag, deadline=deadline)
+    else:
+        comm.recv_wait(rarr, rp, tag, deadline=deadline)
+    for reduce, got, bs, own_src, peer_first in steps:
+        out = buf if bs is None else buf[bs]
+        if not reduce:
+            out[...] = got
+            continue
+        own = src if own_src else buf
+        if bs is not None:
+            own = own[bs]
+        if peer_first:           # ascending rank order, as reduce_ordered
+            ufunc(got, own, out=out)
+        else:
+            ufunc(own, got, out=out)
 
 
 def pieces(size: int, itemsize: int) -> list[tuple[int, int]]:

@@ -64,9 +64,11 @@ class Round:
     incoming: list[Incoming] = field(default_factory=list)
     fold: bool = False                     # several reduces hit one chunk
     early: bool = True                     # reduce a slice as soon as it lands
-    simple: bool = False                   # one small message each way
+    simple: bool = False                   # at most one small message each
+                                           # way (one call, no request)
     wait_first: list = field(default_factory=list)  # earlier sends (k, i)
                                            # whose memory this round writes
+    quick: tuple | None = None             # a simple round, precomputed
 
 
 @dataclass
@@ -78,6 +80,8 @@ class Plan:
     rounds: list[Round]
     tail: list[slice] = field(default_factory=list)   # src mode: copy at end
     itemsize: int = 1
+    #: every round simple (or idle): each round's ``quick`` (None: idle)
+    quick: list | None = None
 
 
 def _runs(chunks, bounds, key=None) -> list[tuple[object, slice]]:
@@ -189,18 +193,51 @@ def compile_plan(s: Schedule, rank: int, count: int, unit: int,
             if t.dst == rank:
                 written.update(t.targets)
         item = dtype.itemsize
-        plan.simple = (plan.early and len(sends) == 1
-                       and sends[0].stage is None
-                       and sends[0].size * item < SENDRECV_MAX_BYTES
-                       and len(plan.incoming) == 1 and not plan.fold
-                       and plan.incoming[0].size * item
-                       < SENDRECV_MAX_BYTES)
+        plan.simple = (plan.early and not plan.fold
+                       and 0 < len(sends) + len(plan.incoming)
+                       and len(sends) <= 1 and len(plan.incoming) <= 1
+                       and all(x.stage is None
+                               and x.size * item < SENDRECV_MAX_BYTES
+                               for x in sends)
+                       and all(x.size * item < SENDRECV_MAX_BYTES
+                               for x in plan.incoming))
+        if plan.simple:
+            plan.quick = _quick(plan, rank, count * unit)
         rounds.append(plan)
     tail = []
     if src:
         tail = [r for _, r in _runs([c for c in range(s.chunks)
                                      if c not in written], bounds)]
-    return Plan(s, rank, rounds, tail, dtype.itemsize)
+    quick = None
+    if all(r.simple or not (r.sends or r.incoming) for r in rounds):
+        quick = [r.quick for r in rounds]
+    return Plan(s, rank, rounds, tail, dtype.itemsize, quick)
+
+
+def _quick(rnd: Round, rank: int, total: int) -> tuple:
+    """A simple round as the flat tuple the executor's shortcut reads:
+    ``(send peer or -1, send reads src, send slice, receive peer or -1,
+    lands in place, receive slice or staging array, landing steps)``; a
+    slice of the whole buffer is None (the buffer itself, no new view).
+    Each landing step is ``(reduce, received elements, buffer slice,
+    own operand in src, peer's operand first)``: the order
+    :func:`~warmup_kit.execute.land.reduce_ordered` applies."""
+    def whole(r: slice):
+        return None if r.start == 0 and r.stop == total else r
+    sp, from_src, ssl = -1, False, None
+    if rnd.sends:
+        snd = rnd.sends[0]
+        sp, (from_src, r) = snd.peer, snd.segs[0]
+        ssl = whole(r)
+    rp, direct, target, steps = -1, True, None, ()
+    if rnd.incoming:
+        inc = rnd.incoming[0]
+        rp, direct = inc.peer, inc.direct
+        target = whole(inc.recv) if direct else inc.recv
+        if not direct:
+            steps = tuple((bool(inc.reduce), inc.recv[p.rs], whole(p.bs),
+                           p.own_src, inc.peer < rank) for p in inc.parts)
+    return (sp, from_src, ssl, rp, direct, target, steps)
 
 
 def get_plan(cache: dict, s: Schedule, rank: int, count: int, unit: int,
