@@ -36,6 +36,12 @@ def state(pid: int) -> str | None:
         return "?"
 
 
+def alive(pid: int) -> bool:
+    """True if ``pid`` runs (a zombie, killed but not reaped, does not:
+    where nothing reaps orphans, a SIGKILLed process stays one)."""
+    return state(pid) not in (None, *GONE)
+
+
 def stopped(pid: int) -> bool:
     """True if ``pid`` is stopped (by SIGSTOP/SIGTSTP or a tracer)."""
     return state(pid) in STOPPED

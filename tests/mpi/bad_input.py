@@ -182,11 +182,11 @@ def _stats(comm) -> list[int]:
             st.control_bytes_received]
 
 
-def _follow_up(comm) -> str | None:
-    """A correct all-reduce after the bad one: None if right."""
+def follow_up(comm, timeout: float = CALL_TIMEOUT_S) -> str | None:
+    """A correct all-reduce after a bad call: None if right (also used by
+    tests/mpi/mismatch.py)."""
     try:
-        y = wk.allreduce(np.full(5, comm.rank + 1.0), comm,
-                         timeout=CALL_TIMEOUT_S)
+        y = wk.allreduce(np.full(5, comm.rank + 1.0), comm, timeout=timeout)
     except Exception as exc:  # noqa: BLE001 - reported
         return f"follow-up call raised {type(exc).__name__}: {exc}"
     want = comm.size * (comm.size + 1) / 2
@@ -206,7 +206,7 @@ def _outcome(call, comm) -> dict:
                "value_error": isinstance(exc, ValueError)}
     out["elapsed_s"] = time.monotonic() - t0
     out["stats"] = _stats(comm)
-    out["follow_up"] = _follow_up(comm)
+    out["follow_up"] = follow_up(comm)
     return out
 
 

@@ -24,6 +24,7 @@ import time
 import numpy as np
 
 import warmup_kit as wk
+from bad_input import follow_up
 
 #: each call's timeout: today's code waits this long where a rank hangs
 CALL_TIMEOUT_S = 4.0
@@ -95,18 +96,6 @@ CASES = {
 }
 
 
-def _follow_up(comm) -> str | None:
-    """A correct all-reduce after the bad call: None if right."""
-    try:
-        y = wk.allreduce(np.full(5, comm.rank + 1.0), comm,
-                         timeout=CALL_TIMEOUT_S)
-    except Exception as exc:  # noqa: BLE001 - reported
-        return f"follow-up call raised {type(exc).__name__}: {exc}"
-    want = comm.size * (comm.size + 1) / 2
-    return None if np.array_equal(y, np.full(5, want)) else \
-        f"follow-up call returned {y}"
-
-
 def outcome(call, comm) -> dict:
     comm.reset_stats()
     t0 = time.monotonic()
@@ -121,7 +110,7 @@ def outcome(call, comm) -> dict:
                    values=[list(v) for v in getattr(exc, "values", ())])
     out["elapsed_s"] = time.monotonic() - t0
     out["payload"] = [comm.stats.bytes_sent, comm.stats.bytes_received]
-    out["follow_up"] = _follow_up(comm) if out["kind"] in (
+    out["follow_up"] = follow_up(comm, CALL_TIMEOUT_S) if out["kind"] in (
         "returned", "CallMismatch") else "skipped: the call failed otherwise"
     return out
 

@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 
 from warmup_kit.cluster import netns
+from warmup_kit.proc import alive
 
 PREFIX_RE = re.compile(r"^(wkc(\d+)-(\d+))-")
 
@@ -47,25 +48,6 @@ def entries() -> dict[str, dict]:
         except (OSError, ValueError):
             out[p.stem] = {"prefix": p.stem, "broken": True}
     return out
-
-
-def alive(pid: int) -> bool:
-    """True if ``pid`` runs (a zombie, killed but not reaped, does not:
-    where nothing reaps orphans, a SIGKILLed owner stays one)."""
-    if pid <= 0:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            state = f.read().rsplit(b")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    return state not in (b"Z", b"X")
 
 
 def owner_gone(prefix: str, info: dict | None = None,

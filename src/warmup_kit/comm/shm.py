@@ -45,6 +45,7 @@ from typing import Sequence
 
 import numpy as np
 
+from warmup_kit import proc as proc_state
 from warmup_kit.comm.base import Comm, Request, TAG_MAX, split_members
 from warmup_kit.comm.deadlines import deadline_after
 from warmup_kit.comm.blame import culprit, describe
@@ -68,14 +69,7 @@ _SPLIT_TAG = TAG_MAX - 1
 
 def _dead(pid: int) -> bool:
     """True if ``pid`` has exited (a zombie counts as dead)."""
-    if pid <= 0:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            state = f.read().rsplit(b")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return True
-    return state in (b"Z", b"X")
+    return pid > 0 and not proc_state.alive(pid)
 
 
 def _advance(q: deque, r: "ShmRequest", n: int) -> bool:

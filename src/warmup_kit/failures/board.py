@@ -35,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from warmup_kit.proc import alive  # noqa: F401 - the watchdog's
+
 FIELDS = ("pid", "step", "started", "done", "t_started_ns", "op", "nbytes",
           "beat_ns", "verdict", "reported", "gave_up")
 (PID, STEP, STARTED, DONE, T_STARTED, OP, NBYTES, BEAT, VERDICT, REPORTED,
@@ -195,20 +197,3 @@ class Board:
         except BufferError:           # a view still alive: the OS frees it
             pass
         os.close(self._fd)
-
-
-def alive(pid: int) -> bool:
-    """The process exists and is not a zombie."""
-    if pid <= 0:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except FileNotFoundError:
-        return False
-    except OSError:                     # no /proc: ask the kernel
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
