@@ -297,3 +297,24 @@ def test_models_packages_hold_their_models_apart(pkg, runtime):
         forbidden = dict(RULES)[layer]
         assert all(forbidden(m) for m in runtime), layer
         assert not any(forbidden(m) for m in models), layer
+
+
+def test_the_zero_copy_executor_uses_only_its_named_interface():
+    """execute/shm.py talks to a shared-memory rank only through
+    comm.shm.ZeroCopyComm: every ``comm.<name>`` it reads is a member of
+    that protocol, and every name it imports from comm.shm is the protocol
+    or one of the control fields it may read (ZERO_COPY_FIELDS)."""
+    from warmup_kit.comm import shm
+    members = set(shm.ZeroCopyComm.__annotations__) | {
+        n for n in vars(shm.ZeroCopyComm) if not n.startswith("_")}
+    tree = ast.parse(MODULES["warmup_kit.execute.shm"].read_text())
+    used = {node.attr for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name) and node.value.id == "comm"}
+    assert used and used <= members, used - members
+    fields = {n for n in ("DONE", "READ", "PID", "WAIT", "BUF_OFF",
+                          "SRC_OFF", "EXITED", "FP", "BEAT", "BLAME", "CALL")
+              if getattr(shm, n) in shm.ZERO_COPY_FIELDS}
+    taken = {n for mod, names in _imports("warmup_kit.execute.shm")
+             if mod == "warmup_kit.comm.shm" for n in names}
+    assert taken <= fields | {"ZeroCopyComm"}, taken - fields

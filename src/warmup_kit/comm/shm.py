@@ -41,7 +41,7 @@ import secrets
 import time
 from collections import deque
 from multiprocessing import shared_memory
-from typing import Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 
@@ -54,6 +54,8 @@ from warmup_kit.errors import CollectiveTimeout, PeerLost, ProtocolError
 DONE, READ, PID, WAIT, BUF_OFF, SRC_OFF, EXITED, FP, BEAT, BLAME, CALL = \
     range(11)
 ROW = 16                      # int64 per rank: two 64-byte lines
+#: the control fields the zero-copy executor reads and waits on
+ZERO_COPY_FIELDS = (DONE, READ, BUF_OFF, SRC_OFF)
 BOX = 8                       # int64 per mailbox header
 SLOT = 64 << 10               # bytes per mailbox slot
 STEPS = 8                     # slots in each ordered pair's mailbox FIFO
@@ -122,6 +124,49 @@ class ShmRequest(Request):
 
     def wait(self, timeout: float | None = None) -> None:
         self.comm.waitall([self], deadline_after(timeout))
+
+
+class ZeroCopyComm(Protocol):
+    """What the zero-copy executor (:mod:`warmup_kit.execute.shm`) may use
+    of a shared-memory rank, and nothing else (``tests/test_layers.py``
+    holds it to these names): the control rows, whose fields it reads and
+    waits on are :data:`ZERO_COPY_FIELDS`, and the calls that map a peer's
+    buffer, stage an array, publish a call and wait.
+    :class:`ShmComm` is the implementation."""
+
+    rank: int
+    #: (size, ROW) int64: one control row per rank
+    ctrl: np.ndarray
+    #: per-communicator cache (the executor keeps its compiled plans here)
+    cache: dict
+
+    def offset(self, a: np.ndarray) -> int:
+        """Offset of ``a`` in this rank's data segment (-1: not in it)."""
+
+    def scratch(self, key, nbytes: int) -> np.ndarray:
+        """A staging area of ``nbytes`` in the data segment, kept per key."""
+
+    def peer_array(self, peer: int, offset: int, n: int, dtype
+                   ) -> np.ndarray:
+        """A view of ``n`` items at ``offset`` of ``peer``'s segment."""
+
+    def begin(self, rounds: int, fp: int, boff: int, soff: int) -> int:
+        """Publish a call of ``rounds`` rounds (its fingerprint and buffer
+        offsets); the round counter it starts from."""
+
+    def check_fingerprint(self, peer: int, fp: int) -> None:
+        """Raise if ``peer`` is in another call than ``fp``."""
+
+    def took(self, peer: int, nbytes: int) -> None:
+        """Count ``nbytes`` read out of ``peer``'s segment."""
+
+    def settle(self) -> None:
+        """End of a call: wait until no peer still reads this rank's data."""
+
+    def wait_ge(self, field: int, peer: int, value: int, deadline,
+                where: str = "") -> None:
+        """Wait until ``ctrl[peer, field] >= value``, or raise naming the
+        rank waited for."""
 
 
 class ShmComm(Comm):

@@ -1,4 +1,5 @@
-"""Run a schedule zero-copy over shared memory (``ShmComm``).
+"""Run a schedule zero-copy over shared memory (any
+:class:`~warmup_kit.comm.shm.ZeroCopyComm`: ``ShmComm``).
 
 The receiver does the work: it copies or reduces each incoming chunk
 straight out of the sender's data segment into its own buffer, one pass per
@@ -33,7 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from warmup_kit.comm.shm import DONE, READ, BUF_OFF, SRC_OFF, ShmComm
+from warmup_kit.comm.shm import DONE, READ, BUF_OFF, SRC_OFF, ZeroCopyComm
 from warmup_kit.execute.land import reduce_ordered
 from warmup_kit.schedule import Schedule, chunk_bounds
 
@@ -113,7 +114,7 @@ def compile_shm(s: Schedule, rank: int, count: int, unit: int,
     return ShmPlan(s, rounds, trail, tail)
 
 
-def run_shm(s: Schedule, buf: np.ndarray, src, comm: ShmComm, ufunc,
+def run_shm(s: Schedule, buf: np.ndarray, src, comm: ZeroCopyComm, ufunc,
             deadline, unit: int, tag: int) -> None:
     """Execute ``s`` on ``buf`` in place, or out of place from ``src``."""
     boff = comm.offset(buf)
@@ -133,7 +134,7 @@ def run_shm(s: Schedule, buf: np.ndarray, src, comm: ShmComm, ufunc,
     _run(s, buf, src, comm, ufunc, deadline, unit, boff, soff, tag)
 
 
-def _plan(comm: ShmComm, s, count, unit, src: bool) -> ShmPlan:
+def _plan(comm: ZeroCopyComm, s, count, unit, src: bool) -> ShmPlan:
     key = ("shm-plan", id(s), comm.rank, count, unit, src)
     plan = comm.cache.get(key)
     if plan is None or plan.schedule is not s:
@@ -141,7 +142,7 @@ def _plan(comm: ShmComm, s, count, unit, src: bool) -> ShmPlan:
     return plan
 
 
-def _run(s, buf, src, comm: ShmComm, ufunc, deadline, unit, boff, soff,
+def _run(s, buf, src, comm: ZeroCopyComm, ufunc, deadline, unit, boff, soff,
          tag) -> None:
     plan = _plan(comm, s, buf.size // unit, unit, src is not None)
     ctrl, me = comm.ctrl, comm.rank
@@ -200,7 +201,7 @@ def _run(s, buf, src, comm: ShmComm, ufunc, deadline, unit, boff, soff,
         buf[sl] = src[sl]
 
 
-def _took(comm: ShmComm, read: dict) -> None:
+def _took(comm: ZeroCopyComm, read: dict) -> None:
     """Count what this round read out of peers' segments (before telling
     them so: a peer settles its sent bytes once its readers are done)."""
     for p, nbytes in read.items():
