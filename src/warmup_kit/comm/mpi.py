@@ -41,14 +41,22 @@ def _mpi():
     return MPI
 
 
+#: seconds a rank about to abort the job leaves hydra to forward what it
+#: printed: MPI_Abort has mpiexec kill every proxy at once, and on a loaded
+#: machine a rank's last lines (its result, the line below) were lost
+ABORT_GRACE_S = 0.5
+
+
 def _abort_if_broken() -> None:
     if not _BROKEN:
         return
     MPI = _mpi()
     if MPI.Is_initialized() and not MPI.Is_finalized():
         import sys
+        sys.stdout.flush()
         print(f"warmup_kit: aborting the MPI job after {_BROKEN[0]}",
               file=sys.stderr, flush=True)
+        time.sleep(ABORT_GRACE_S)
         MPI.COMM_WORLD.Abort(1)
 
 
