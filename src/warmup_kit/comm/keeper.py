@@ -86,18 +86,22 @@ def own_segments(pid: int | str = "self") -> set[str]:
     return out
 
 
-def remove_orphan_segments(candidates: set[str]) -> list[str]:
-    """Unlink those of ``candidates`` that no live process maps; return
-    their names (a killed MPICH job cannot remove its own)."""
+def unlink_segments(names) -> list[str]:
+    """Unlink these ``/dev/shm`` names; those that were there."""
     gone = []
-    live = shm_mappers()
-    for name in sorted(candidates - live.keys()):
+    for name in sorted(names):
         try:
             (SHM_DIR / name).unlink()
             gone.append(name)
         except FileNotFoundError:
             pass
     return gone
+
+
+def remove_orphan_segments(candidates: set[str]) -> list[str]:
+    """Unlink those of ``candidates`` that no live process maps; return
+    their names (a killed MPICH job cannot remove its own)."""
+    return unlink_segments(candidates - shm_mappers().keys())
 
 
 def sweep_segments(before: set[str], wait_s: float = 5.0) -> None:

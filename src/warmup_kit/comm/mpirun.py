@@ -24,7 +24,7 @@ from typing import Sequence
 from warmup_kit.comm import keeper
 from warmup_kit.comm.keeper import (  # noqa: F401 - re-exported
     SHM_DIR, SHM_PREFIX, descendants, mpich_segments, own_segments,
-    remove_orphan_segments, sweep_segments)
+    remove_orphan_segments, sweep_segments, unlink_segments)
 
 #: environment that makes oversubscribed MPICH ranks yield the CPU
 MPICH_YIELD_ENV = {"MPIR_CVAR_CH4_PROGRESS_THROTTLE": "1",
@@ -69,14 +69,7 @@ def release_segment_names() -> list[str]:
     mapped it by then and nobody opens it by name again, so the name can
     go now: the memory lives until the last rank unmaps it, however the
     job ends (MPICH's own unlink at finalize tolerates a missing name)."""
-    gone = []
-    for name in sorted(own_segments()):
-        try:
-            (SHM_DIR / name).unlink()
-            gone.append(name)
-        except FileNotFoundError:
-            pass
-    return gone
+    return unlink_segments(own_segments())
 
 
 class _Signalled(BaseException):
