@@ -245,6 +245,19 @@ _HTML = """<div class="warmup-widget" aria-label="{title}">
       Plotly.animate(gd, ["f" + state.join("_")], {{mode: "immediate",
         frame: {{duration: 0, redraw: true}}, transition: {{duration: 0}}}});
     }});
+    // the figure is drawn while the page is still being laid out; Plotly's
+    // "responsive" follows window resizes only, so a column that settles
+    // narrower afterwards (the theme's styles, the sidebar) left the figure
+    // wider than its column, its right edge cut off: follow the column
+    if (window.ResizeObserver) {{
+      var width = gd.clientWidth;
+      new ResizeObserver(function () {{
+        if (gd.clientWidth !== width) {{
+          width = gd.clientWidth;
+          Plotly.Plots.resize(gd);
+        }}
+      }}).observe(gd);
+    }}
     gd.setAttribute("data-ready", "1");
   }});
 }})();
