@@ -154,9 +154,10 @@ time.sleep(600)
 """
 
 
-def _watch_segments(script) -> tuple[set[str], threading.Event]:
+def _watch_segments(script):
     """The MPICH segments the job running ``script`` maps, recorded from
-    its ranks' memory maps while it runs (other jobs on the machine, e.g.
+    its ranks' memory maps while it runs, and a function that stops the
+    recording (other jobs on the machine, e.g.
     another pytest-xdist worker's, come and go meanwhile: comparing all of
     /dev/shm before and after would count theirs)."""
     seen: set[str] = set()
@@ -168,8 +169,13 @@ def _watch_segments(script) -> tuple[set[str], threading.Event]:
                                        capture_output=True,
                                        text=True).stdout.split():
                 seen.update(own_segments(int(line)))
-    threading.Thread(target=watch, daemon=True).start()
-    return seen, done
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+
+    def stop():          # and wait for the watcher's last pgrep, whose own
+        done.set()       # command line names the script too
+        t.join(10)
+    return seen, stop
 
 
 @requires_mpi
@@ -178,7 +184,7 @@ def _watch_segments(script) -> tuple[set[str], threading.Event]:
 def test_an_interrupted_run_mpi_leaves_nothing_behind(tmp_path):
     script = tmp_path / "hang.py"
     script.write_text(HANG)
-    seen, done = _watch_segments(script)
+    seen, stop = _watch_segments(script)
     # a kernel's interrupt button raises KeyboardInterrupt; a test run
     # started in the background has SIGINT ignored, and interrupt_main()
     # then does nothing, so install Python's handler for the test
@@ -192,7 +198,7 @@ def test_an_interrupted_run_mpi_leaves_nothing_behind(tmp_path):
     finally:
         timer.cancel()
         signal.signal(signal.SIGINT, handler)
-        done.set()
+        stop()
     assert time.monotonic() - t0 < 30
     left = subprocess.run(["pgrep", "-f", str(script)], capture_output=True,
                           text=True).stdout.split()
@@ -207,12 +213,12 @@ def test_an_interrupted_run_mpi_leaves_nothing_behind(tmp_path):
 def test_run_mpi_past_its_timeout_kills_the_job(tmp_path):
     script = tmp_path / "hang.py"
     script.write_text(HANG)
-    seen, done = _watch_segments(script)
+    seen, stop = _watch_segments(script)
     try:
         with pytest.raises(TimeoutError, match="ran past"):
             wk.run_mpi(str(script), 2, timeout=5)
     finally:
-        done.set()
+        stop()
     assert seen, "the job's segment was never seen (did MPICH make one?)"
     assert not (seen & mpich_segments())
 
