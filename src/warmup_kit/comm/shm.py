@@ -315,7 +315,15 @@ class ShmComm(Comm):
             now = time.monotonic()
             if now >= check:
                 self.ctrl[self.rank, BEAT] = time.monotonic_ns()
-                self._check_alive(peer, where)
+                try:
+                    self._check_alive(peer, where)
+                except PeerLost:
+                    # a peer publishes before it exits: seen gone, its
+                    # last store is visible; if that is what we waited
+                    # for, it finished its part and ended (it is not lost)
+                    if ready():
+                        return
+                    raise
                 check = now + LIVENESS_S
             if deadline is not None and now > deadline and not ready():
                 self._timeout(peer, where)
