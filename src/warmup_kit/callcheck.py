@@ -24,8 +24,9 @@ The messages have one size and one tag whatever the call, so ranks that
 called different things still match each other's agreement messages and
 never wait for a message that will not come. Their bytes count as control
 traffic (``stats.control_*``), apart from the payload the schedule
-predicts. On shared memory (``comm.share_call``) there is no message:
-each rank publishes its descriptor in the control segment and reads every
+predicts. A transport that can share the descriptors more cheaply does
+(``comm.share_call``): MPI in one ``MPI_Allgather``; shared memory with no
+message at all: each rank publishes its descriptor in the control segment and reads every
 other's, one wait per peer. ``comm.check_calls = False`` (or
 ``WARMUP_KIT_CHECK=0`` before the communicator is made; every rank must
 choose alike) skips it.

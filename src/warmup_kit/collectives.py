@@ -17,8 +17,11 @@ issued.
 Ranks that pass different arguments (collective, algorithm, op, dtype,
 length, root) all raise :class:`~warmup_kit.CallMismatch` naming what
 differs, before any payload moves: each call first agrees on them
-(:mod:`warmup_kit.callcheck`: ceil(log2 N) rounds of one small message,
-counted in ``stats.control_*``; ``comm.check_calls = False`` or
+(:mod:`warmup_kit.callcheck`: how depends on the transport: over sockets
+ceil(log2 N) rounds of one small message each, over MPI one
+``MPI_Allgather`` of the descriptors, over shared memory no message at all,
+each rank reads the others' in the control segment; messages count in
+``stats.control_*``; ``comm.check_calls = False`` or
 ``WARMUP_KIT_CHECK=0`` skips it). Each call's fingerprint is also the tag
 on every message, so a rank that receives a message of another call raises
 :class:`~warmup_kit.ProtocolError` instead of reducing the wrong bytes.
