@@ -189,22 +189,26 @@ def _params():
 
 
 _TAG = re.compile(r"^\[\d+,\d+\]<stdout>:")       # mpirun --tag-output
-_UNIT = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30}
+_UNIT = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30,
+         "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 
 
 def _size(word: str) -> int | None:
     """A result row's first column as bytes (8589934592, 17_179_869_184
-    as the ML Engineering book writes it, or 1GB), else None."""
+    as the ML Engineering book writes it, 1GB or 16GiB), else None."""
     if word.replace("_", "").isdigit():
         return int(word.replace("_", ""))
-    m = re.fullmatch(r"(\d+)(B|KB|MB|GB)", word)
+    m = re.fullmatch(r"(\d+)(B|KB|MB|GB|KiB|MiB|GiB)", word)
     return int(m.group(1)) * _UNIT[m.group(2)] if m else None
 
 
 def _rows(text: str):
+    """(size, words) of each result row; markdown tables ('| 16GiB |
+    482.26GBps |') lose their bars and units."""
     for line in text.splitlines():
-        words = _TAG.sub("", line).split()
-        if len(words) >= 4 and _size(words[0]) is not None:
+        words = [w.removesuffix("GBps") for w in
+                 re.split(r"[\s|]+", _TAG.sub("", line)) if w]
+        if len(words) >= 3 and _size(words[0]) is not None:
             yield _size(words[0]), words
 
 
@@ -219,7 +223,11 @@ def test_fixture_is_a_sourced_verbatim_run(name):
     assert m["nodes"] >= 1 and m["gpus_per_node"] >= 1 and len(m["why"]) > 40
     # the largest size is the last row, and its out-of-place busbw is the
     # one the sidecar records
-    rows = list(_rows((FIXTURES / f"{name}.log").read_text(encoding="utf-8")))
+    text = (FIXTURES / f"{name}.log").read_text(encoding="utf-8")
+    ranks = [int(r) for r in re.findall(r"#\s+Rank\s+(\d+)", text)]
+    if ranks:       # the device list (or its last line) names the ranks
+        assert max(ranks) + 1 == m["nodes"] * m["gpus_per_node"], name
+    rows = list(_rows(text))
     big = m["largest"]
     assert max(size for size, _ in rows) == big["bytes"]
     assert any(size == big["bytes"] and f"{big['busbw_gbps']:.2f}" in words
@@ -262,8 +270,8 @@ def test_fixture_set_covers_the_issue():
     metas = [_meta(n) for n in _fixtures()]
     one = {m["system"] for m in metas if m["system"] and
            m["nodes"] * m["gpus_per_node"] <= SYSTEMS[m["system"]].nvlink_domain}
-    assert {"dgx-a100", "dgx-a100-40gb", "dgx-h100", "gb200-nvl72",
-            "mi300x"} <= one
+    assert {"dgx-a100", "dgx-a100-40gb", "dgx-h100", "hgx-h200",
+            "gb200-nvl72", "mi300x"} <= one
     multi = {(m["system"], m["nic"]) for m in metas if m["nodes"] > 1}
     assert ("p4d", None) in multi and ("dgx-h100", None) in multi
     assert sum(m["health"] == "degraded" for m in metas) >= 2
