@@ -275,3 +275,37 @@ def test_fixture_set_covers_the_issue():
     multi = {(m["system"], m["nic"]) for m in metas if m["nodes"] > 1}
     assert ("p4d", None) in multi and ("dgx-h100", None) in multi
     assert sum(m["health"] == "degraded" for m in metas) >= 2
+
+
+# --------------------------------------------- new paths, by hand and quoted
+def _ring(system, nodes, ranks, nbytes=4 << 30):
+    return [ch for ch in nccl.choices("allreduce", nbytes, cluster(system,
+                                                                   nodes),
+                                      ranks)
+            if (ch.algorithm, ch.protocol) == ("ring", "Simple")][0]
+
+
+def test_xgmi_mesh_uses_only_the_links_to_the_group():
+    """MI300X: one xGMI link (64 GB/s a way) to each of 7 peers. Two GPUs
+    share one link, eight use all seven. The ML Engineering book measures
+    47.671 GB/s (2 GPUs) and 312.912 GB/s (8 GPUs) at 4 GiB
+    [bekman2024mlengineering]; the model: 64 x 0.8 and 448 x 0.8."""
+    two, eight = _ring("mi300x", 1, 2), _ring("mi300x", 1, 8)
+    assert two.busbw_gbps == pytest.approx(64 * 0.8, rel=0.01)
+    assert eight.busbw_gbps == pytest.approx(448 * 0.8, rel=0.02)
+    assert 47.671 / two.busbw_gbps == pytest.approx(1, abs=TOL)
+    assert 312.912 / eight.busbw_gbps == pytest.approx(1, abs=TOL)
+
+
+def test_pcie_only_and_bridged_boxes():
+    """No NVLink: the ring runs at a GPU's PCIe rate x 0.8 (Gen5 51.2,
+    Gen4 25.6 GB/s). Bridged H100 PCIe pairs: NVLink inside a pair
+    (300 x 20.6/25), the pairs' PCIe links (2 x 51.2) between pairs."""
+    assert _ring("h100-pcie", 1, 8).busbw_gbps == pytest.approx(51.2, rel=.01)
+    assert _ring("l40s-8x", 1, 8).busbw_gbps == pytest.approx(25.6, rel=.01)
+    pair = _ring("h100-pcie-nvlink", 1, 2)
+    assert pair.busbw_gbps == pytest.approx(300 * 20.6 / 25, rel=0.01)
+    assert _ring("h100-pcie-nvlink", 1, 8).busbw_gbps == \
+        pytest.approx(2 * 51.2, rel=0.01)
+    # across nodes the NICs join in: never faster than inside one node
+    assert _ring("h100-pcie-nvlink", 2, 16).busbw_gbps <= 2 * 51.2
