@@ -309,3 +309,18 @@ def test_pcie_only_and_bridged_boxes():
         pytest.approx(2 * 51.2, rel=0.01)
     # across nodes the NICs join in: never faster than inside one node
     assert _ring("h100-pcie-nvlink", 2, 16).busbw_gbps <= 2 * 51.2
+
+
+def test_every_bib_key_a_source_names_exists():
+    """Source strings cite book/references.bib keys in brackets."""
+    import warmup_kit.model.hardware as hw
+    bib = BIB.read_text(encoding="utf-8")
+    texts = [v for s in SYSTEMS.values() for _, v in s.sources + s.gpu.sources]
+    texts += [link.source for s in SYSTEMS.values()
+              for link in (s.nvlink, s.nic, s.pcie) if link is not None]
+    texts += [f.source for f in FABRICS.values()]
+    keys = {k for t in texts for k in re.findall(r"\[([a-z]+\d{4}[a-z0-9]*)\]",
+                                                   t)}
+    assert len(keys) >= 8 and hw.FABRICS is FABRICS
+    missing = [k for k in sorted(keys) if f"{{{k}," not in bib]
+    assert not missing, f"cited in hardware.py, not in references.bib: {missing}"
