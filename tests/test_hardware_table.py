@@ -269,7 +269,8 @@ def test_fixture_set_covers_the_issue():
     InfiniBand/RoCE and EFA; at least one degraded run."""
     metas = [_meta(n) for n in _fixtures()]
     one = {m["system"] for m in metas if m["system"] and
-           m["nodes"] * m["gpus_per_node"] <= SYSTEMS[m["system"]].nvlink_domain}
+           m["nodes"] * m["gpus_per_node"]
+           <= SYSTEMS[m["system"]].nvlink_domain}
     assert {"dgx-a100", "dgx-a100-40gb", "dgx-h100", "hgx-h200",
             "gb200-nvl72", "mi300x"} <= one
     multi = {(m["system"], m["nic"]) for m in metas if m["nodes"] > 1}
@@ -323,4 +324,4 @@ def test_every_bib_key_a_source_names_exists():
                                                    t)}
     assert len(keys) >= 8 and hw.FABRICS is FABRICS
     missing = [k for k in sorted(keys) if f"{{{k}," not in bib]
-    assert not missing, f"cited in hardware.py, not in references.bib: {missing}"
+    assert not missing, f"cited in hardware.py, not in the bib: {missing}"

@@ -10,6 +10,13 @@ and **per direction** (``*_gbps`` = gigabytes per second, 1e9 B/s): NVLink 4's
 transfers actually reach (packet and protocol overhead); ``gemm_efficiency``
 on a GPU is the fraction of dense peak a large cuBLAS GEMM reaches. The
 model multiplies; it never fits a published end result.
+
+A node's scale-out network can be swapped: ``cluster(name, nodes,
+nic="4x100G")`` (COUNTxSPEED, Gbit/s per NIC) or ``nic="efa-p5"`` (a
+:data:`FABRICS` key: count, rate and technology). Fewer NICs than GPUs are
+shared (``System.rails``, ``System.gpu_nic``); more are striped into one
+port per GPU. ``tests/test_hardware_table.py`` holds the figures against
+their sources and the NCCL model against published nccl-tests runs.
 """
 from __future__ import annotations
 
@@ -332,7 +339,8 @@ _GEMM_OTHER = ("assumed as the same generation's SXM part (no separate "
 
 A100_40 = replace(A100, name="A100-SXM4-40GB", hbm_gb=40.0, hbm_tbps=1.555,
                   sources=(("tflops", _A100_40_DS), ("hbm_gb", _A100_40_DS),
-                           ("hbm_tbps", _A100_40_DS), ("gemm_efficiency", _GEMM),
+                           ("hbm_tbps", _A100_40_DS),
+                           ("gemm_efficiency", _GEMM),
                            ("hbm_efficiency", _STREAM)))
 H100_PCIE = GPU("H100-PCIe-80GB",
                 (("bf16", 756.5), ("fp16", 756.5), ("fp8", 1513.0),
@@ -383,7 +391,8 @@ XGMI_MI300X = Link("Infinity Fabric / xGMI (7 links, full mesh)", 448.0, 0.8,
 # --- scale-out fabrics: one NIC (port) each, per direction.
 _MLE = ("S. Bekman, Machine Learning Engineering Open Book, network chapter "
         "(NICs per node and rate per interface), https://github.com/stas00/"
-        "ml-engineering/blob/master/network/README.md [bekman2024mlengineering]")
+        "ml-engineering/blob/master/network/README.md "
+        "[bekman2024mlengineering]")
 _AWS_NET = ("AWS EC2 accelerated computing instance network specifications, "
             "https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html "
             "[aws2025ec2network]")
