@@ -10,9 +10,17 @@ and **per direction** (``*_gbps`` = gigabytes per second, 1e9 B/s): NVLink 4's
 transfers actually reach (packet and protocol overhead); ``gemm_efficiency``
 on a GPU is the fraction of dense peak a large cuBLAS GEMM reaches. The
 model multiplies; it never fits a published end result.
+
+A node's scale-out network can be swapped: ``cluster(name, nodes,
+nic="4x100G")`` (COUNTxSPEED, Gbit/s per NIC) or ``nic="efa-p5"`` (a
+:data:`FABRICS` key: count, rate and technology). Fewer NICs than GPUs are
+shared (``System.rails``, ``System.gpu_nic``); more are striped into one
+port per GPU. ``tests/test_hardware_table.py`` holds the figures against
+their sources and the NCCL model against published nccl-tests runs.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 
 NCCL_TOPO = "NCCL src/graph/topo.h (SM80/SM90/SM100_NVLINK_BW: per-link " \
@@ -101,9 +109,18 @@ class System:
         nvls_efficiency: NVLink SHARP (in-switch reduction) efficiency; 0 when
             the NVSwitch cannot reduce (A100).
         base_latency_s: fixed cost of launching one collective.
-        nics_per_node: scale-out NICs per node, shared evenly by the GPUs;
-            ``None`` = one per GPU (every system in :data:`SYSTEMS`). Fewer
-            is a single-rail or cut-down network (:func:`with_nics`).
+        nics_per_node: scale-out NIC ports per node as NCCL uses them
+            (its rails), shared evenly by the GPUs; ``None`` = one per GPU.
+            Fewer is a single-rail or cut-down network (:func:`with_nics`,
+            ``cluster(..., nic="4x100G")``).
+        intra: how the NVLink-class links join the domain: ``"switch"``
+            (NVSwitch: a GPU reaches any peer at its full NVLink rate) or
+            ``"mesh"`` (AMD xGMI: ``nvlink_domain - 1`` point-to-point links,
+            ``nvlink.gbps`` is their sum, a group of ``k`` GPUs uses ``k-1``).
+        nic_count: physical NICs per node when several of them are striped
+            into one port per GPU (AWS p5: 32 x 100G EFA, 4 per GPU, which
+            the EFA plugin presents to NCCL as one device per GPU); ``None``
+            when the ports are the NICs.
         sources: (field, source) pairs for the system-level figures.
     """
 
@@ -118,10 +135,39 @@ class System:
     base_latency_s: float = 8.4e-6
     nics_per_node: int | None = None
     sources: tuple[tuple[str, str], ...] = field(default=())
+    intra: str = "switch"
+    nic_count: int | None = None
 
     def source(self, name: str) -> str:
         """Where the figure ``name`` comes from."""
         return dict(self.sources)[name]
+
+    @property
+    def rails(self) -> int:
+        """NIC ports per node (NCCL's rails)."""
+        return self.nics_per_node or self.gpus_per_node
+
+    @property
+    def gpus_per_nic(self) -> float:
+        """GPUs that share one NIC port (0.5 would mean two ports a GPU;
+        such nodes are folded into one wider port per GPU)."""
+        return self.gpus_per_node / self.rails
+
+    @property
+    def node_nic_gbps(self) -> float:
+        """Scale-out line rate of the whole node, GB/s per direction."""
+        return self.rails * self.nic.gbps
+
+    @property
+    def gpu_nic(self) -> Link:
+        """The NIC bandwidth one GPU gets when every GPU of the node sends
+        at once: its share of the node's ports (a :class:`Link` at
+        ``node_nic_gbps / gpus_per_node``)."""
+        if self.rails == self.gpus_per_node:
+            return self.nic
+        return replace(self.nic, name=f"{self.nic.name}, 1/"
+                       f"{self.gpus_per_nic:g} per GPU",
+                       gbps=self.node_nic_gbps / self.gpus_per_node)
 
 
 @dataclass(frozen=True)
@@ -263,17 +309,305 @@ SYSTEMS: dict[str, System] = {
 }
 
 
-def cluster(name: str, nodes: int = 1) -> Cluster:
+# ------------------------------------------------- more systems (issue 28)
+# Each figure: the vendor's datasheet (URL and the book/references.bib key in
+# the source string); dense peaks are the datasheets' sparse figures / 2.
+_A100_40_DS = ("NVIDIA A100 datasheet (SXM4 40GB column), "
+               "https://www.nvidia.com/content/dam/en-zz/Solutions/"
+               "Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-"
+               "1758950-r4-web.pdf [nvidia2021a100]")
+_H100_PCIE_DS = ("NVIDIA H100 datasheet (H100 PCIe column: BF16 1,513 "
+                 "TFLOP/s with sparsity, 2.0 TB/s HBM2e, NVLink bridge "
+                 "600 GB/s, PCIe Gen5 128 GB/s), https://resources.nvidia."
+                 "com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet "
+                 "[nvidia2023h100]")
+_H200_DS = ("NVIDIA H200 Tensor Core GPU product page and datasheet (SXM: "
+            "141 GB HBM3e at 4.8 TB/s, BF16 1,979 TFLOP/s with sparsity, "
+            "NVLink 900 GB/s), https://www.nvidia.com/en-us/data-center/"
+            "h200/ [nvidia2024h200]")
+_MI300X_DS = ("AMD Instinct MI300X data sheet (192 GB HBM3 at 5.3 TB/s, "
+              "BF16 1,307.4 TFLOP/s dense, 7 Infinity Fabric links of "
+              "128 GB/s (both directions), PCIe Gen5 x16), https://www.amd."
+              "com/content/dam/amd/en/documents/instinct-tech-docs/"
+              "data-sheets/amd-instinct-mi300x-data-sheet.pdf [amd2023mi300x]")
+_L40S_DS = ("NVIDIA L40S datasheet (48 GB GDDR6 at 864 GB/s, BF16 733 "
+            "TFLOP/s with sparsity, PCIe Gen4 x16 64 GB/s both directions, "
+            "no NVLink), https://www.nvidia.com/en-us/data-center/l40s/ "
+            "[nvidia2023l40s]")
+_GEMM_OTHER = ("assumed as the same generation's SXM part (no separate "
+               "published large-GEMM figure found)")
+
+A100_40 = replace(A100, name="A100-SXM4-40GB", hbm_gb=40.0, hbm_tbps=1.555,
+                  sources=(("tflops", _A100_40_DS), ("hbm_gb", _A100_40_DS),
+                           ("hbm_tbps", _A100_40_DS),
+                           ("gemm_efficiency", _GEMM),
+                           ("hbm_efficiency", _STREAM)))
+H100_PCIE = GPU("H100-PCIe-80GB",
+                (("bf16", 756.5), ("fp16", 756.5), ("fp8", 1513.0),
+                 ("tf32", 378.0), ("fp32", 51.0)),
+                hbm_gb=80.0, hbm_tbps=2.0, gemm_efficiency=0.75,
+                hbm_efficiency=0.85,
+                sources=(("tflops", _H100_PCIE_DS), ("hbm_gb", _H100_PCIE_DS),
+                         ("hbm_tbps", _H100_PCIE_DS),
+                         ("gemm_efficiency", _GEMM_OTHER),
+                         ("hbm_efficiency", _STREAM)))
+H200 = replace(H100, name="H200-SXM-141GB", hbm_gb=141.0, hbm_tbps=4.8,
+               sources=(("tflops", _H200_DS), ("hbm_gb", _H200_DS),
+                        ("hbm_tbps", _H200_DS), ("gemm_efficiency", _GEMM),
+                        ("hbm_efficiency", _STREAM)))
+MI300X = GPU("AMD Instinct MI300X",
+             (("bf16", 1307.4), ("fp16", 1307.4), ("fp8", 2614.9),
+              ("tf32", 653.7), ("fp32", 163.4)),
+             hbm_gb=192.0, hbm_tbps=5.3, gemm_efficiency=0.55,
+             hbm_efficiency=0.85,
+             sources=(("tflops", _MI300X_DS), ("hbm_gb", _MI300X_DS),
+                      ("hbm_tbps", _MI300X_DS),
+                      ("gemm_efficiency", "independent MI300X GEMM "
+                       "benchmarks: ~650-750 BF16 TFLOP/s of 1,307 on large "
+                       "shapes (SemiAnalysis, Dec 2024)"),
+                      ("hbm_efficiency", _STREAM)))
+L40S = GPU("L40S", (("bf16", 366.5), ("fp16", 366.5), ("fp8", 733.0),
+                    ("tf32", 183.0), ("fp32", 91.6)),
+           hbm_gb=48.0, hbm_tbps=0.864, gemm_efficiency=0.70,
+           hbm_efficiency=0.85,
+           sources=(("tflops", _L40S_DS), ("hbm_gb", _L40S_DS),
+                    ("hbm_tbps", _L40S_DS), ("gemm_efficiency", _GEMM_OTHER),
+                    ("hbm_efficiency", _STREAM)))
+
+NVLINK4_BRIDGE = Link("NVLink 4 bridge (pair of H100 PCIe)", 300.0,
+                      20.6 / 25.0, 3.4e-6,
+                      "H100 PCIe datasheet: NVLink bridge 600 GB/s "
+                      "bidirectional between two cards = 300 GB/s per "
+                      f"direction [nvidia2023h100]; efficiency as NVLink 4 "
+                      f"from {NCCL_TOPO}; latency from {NCCL_TUNING}")
+XGMI_MI300X = Link("Infinity Fabric / xGMI (7 links, full mesh)", 448.0, 0.8,
+                   3.4e-6,
+                   "MI300X data sheet: 7 links x 128 GB/s bidirectional = "
+                   "7 x 64 GB/s per direction, one link to each other GPU "
+                   "of the 8-GPU platform [amd2023mi300x]; efficiency 0.8 "
+                   "assumed as NVLink's NCCL figure (RCCL states none); "
+                   f"latency as NVLink from {NCCL_TUNING}")
+
+# --- scale-out fabrics: one NIC (port) each, per direction.
+_MLE = ("S. Bekman, Machine Learning Engineering Open Book, network chapter "
+        "(NICs per node and rate per interface), https://github.com/stas00/"
+        "ml-engineering/blob/master/network/README.md "
+        "[bekman2024mlengineering]")
+_AWS_NET = ("AWS EC2 accelerated computing instance network specifications, "
+            "https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html "
+            "[aws2025ec2network]")
+_GCP_TCPX = ("Google Cloud, Maximize GPU network bandwidth with GPUDirect-"
+             "TCPX/TCPXO, https://cloud.google.com/kubernetes-engine/docs/"
+             "how-to/gpu-bandwidth-gpudirect-tcpx [gcp2024tcpx]")
+_NO_EFF = ("efficiency assumed as InfiniBand NDR's (no published per-NIC "
+           "figure found)")
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """A scale-out network as one node sees it.
+
+    Attributes:
+        key: name in :data:`FABRICS` (what ``cluster(..., nic=KEY)`` takes).
+        link: one NIC port, per direction.
+        nics: NICs per node; ``None`` = one per GPU of the system it is put on.
+        source: where the NIC count and rate come from.
+    """
+
+    key: str
+    link: Link
+    nics: int | None
+    source: str
+
+
+def _fabric(key: str, name: str, gbit: float, eff: float, eff_src: str,
+            nics: int | None, source: str) -> Fabric:
+    return Fabric(key, Link(name, gbit / 8, eff, 14e-6,
+                            f"{source}; {eff_src}; {_NET_LAT}"), nics, source)
+
+
+FABRICS: dict[str, Fabric] = {f.key: f for f in (
+    Fabric("ib-hdr", HDR200, None, HDR200.source),
+    Fabric("ib-ndr", NDR400, None, NDR400.source),
+    _fabric("ib-ndr200", "InfiniBand NDR200 200 Gb/s (ConnectX-7)", 200.0,
+            0.97, "efficiency as NDR (same adapter)", None,
+            "NVIDIA ConnectX-7 datasheet: NDR200 ports, " + _MLE),
+    _fabric("roce-200g", "RoCE v2 200 GbE (ConnectX-6/7)", 200.0, 0.94,
+            "efficiency as HDR's ib_write_bw figure (same adapter family)",
+            None, _MLE),
+    _fabric("roce-400g", "RoCE v2 400 GbE (ConnectX-7 / Spectrum-X)", 400.0,
+            0.97, "efficiency as NDR's ib_write_bw figure (same adapter)",
+            None, _MLE),
+    _fabric("efa-p4d", "AWS EFA v1 100 Gb/s", 100.0, 0.85,
+            "efficiency 340 of 400 Gb/s reached by all-reduce tests "
+            "[bekman2024mlengineering]", 4,
+            f"p4d.24xlarge: 4 x 100 Gb/s EFA, 400 Gb/s; {_AWS_NET}; {_MLE}"),
+    _fabric("efa-p5", "AWS EFA v2 100 Gb/s", 100.0, 0.85,
+            "efficiency as EFA v1 (no separate figure found)", 32,
+            f"p5.48xlarge: 32 x 100 Gb/s EFA, 3,200 Gb/s; {_AWS_NET}; {_MLE}"),
+    _fabric("efa-p5en", "AWS EFA v3 200 Gb/s", 200.0, 0.85,
+            "efficiency as EFA v1 (no separate figure found)", 16,
+            f"p5en.48xlarge: 16 x 200 Gb/s EFA, 3,200 Gb/s; {_AWS_NET}; "
+            f"{_MLE}"),
+    _fabric("efa-p6-b200", "AWS EFA v4 400 Gb/s", 400.0, 0.85,
+            "efficiency as EFA v1 (no separate figure found)", 8,
+            f"p6-b200.48xlarge: 8 x 400 Gb/s EFA, 3,200 Gb/s; {_AWS_NET}; "
+            f"{_MLE}"),
+    _fabric("gcp-tcpx", "GCP GPUDirect-TCPX 200 Gb/s (A3 High)", 200.0, 0.97,
+            _NO_EFF, 4,
+            f"a3-highgpu-8g: 4 GPU NICs x 200 Gb/s (the fifth, host NIC "
+            f"carries no collectives); {_GCP_TCPX}; {_MLE}"),
+    _fabric("gcp-tcpxo", "GCP GPUDirect-TCPXO 200 Gb/s (A3 Mega)", 200.0,
+            0.97, _NO_EFF, 8,
+            f"a3-megagpu-8g: 8 GPU NICs x 200 Gb/s; {_GCP_TCPX}; {_MLE}"),
+    _fabric("opa-100", "Omni-Path 100 Gb/s (Intel OPA / Cornelis CN-100)",
+            100.0, 0.97, _NO_EFF, None,
+            "Cornelis CN-100HFA specifications: 100 Gb/s per adapter; "
+            + _MLE),
+    _fabric("opa-cn5000", "Omni-Path CN5000 400 Gb/s", 400.0, 0.97, _NO_EFF,
+            None, "Cornelis CN5000 launch: 400 Gb/s per adapter; " + _MLE),
+)}
+
+_PCIE_BOX = ("8 PCIe cards in one server, no NVLink: NCCL's intra-node "
+             "path is P2P over PCIe (or SHM through host memory)")
+SYSTEMS.update({
+    "dgx-a100-40gb": replace(
+        SYSTEMS["dgx-a100"], name="dgx-a100-40gb", gpu=A100_40,
+        sources=(("gpus_per_node", "DGX A100 (320 GB): 8x A100 SXM4 40GB "
+                  "[nvidia2020dgxa100]"),
+                 ("nvlink_domain", "DGX A100: 6 NVSwitch gen 2, one domain"),
+                 ("nvls_efficiency", _NVLS), ("base_latency_s", _BASE))),
+    "hgx-h200": System(
+        "hgx-h200", H200, gpus_per_node=8, nvlink_domain=8, nvlink=NVLINK4,
+        nic=NDR400, pcie=PCIE5, nvls_efficiency=0.85,
+        sources=(("gpus_per_node", "DGX H200 / HGX H200: 8x H200 SXM, 8x "
+                  "ConnectX-7 400 Gb/s [nvidia2023dgxh100]"),
+                 ("nvlink_domain", "HGX H200: 4 NVSwitch gen 3, one domain"),
+                 ("nvls_efficiency", _NVLS), ("base_latency_s", _BASE))),
+    "h100-pcie": System(
+        "h100-pcie", H100_PCIE, gpus_per_node=8, nvlink_domain=8,
+        nvlink=None, nic=NDR400, pcie=PCIE5, nvls_efficiency=0.0,
+        sources=(("gpus_per_node", _PCIE_BOX + "; " + _H100_PCIE_DS),
+                 ("nvlink_domain", "no NVLink: the node is the island"),
+                 ("nic", "one 400 Gb/s NIC per GPU assumed; set nic="),
+                 ("nvls_efficiency", "no NVSwitch"),
+                 ("base_latency_s", _BASE))),
+    "h100-pcie-nvlink": System(
+        "h100-pcie-nvlink", H100_PCIE, gpus_per_node=8, nvlink_domain=2,
+        nvlink=NVLINK4_BRIDGE, nic=NDR400, pcie=PCIE5, nvls_efficiency=0.0,
+        sources=(("gpus_per_node", _PCIE_BOX + ", cards bridged in pairs; "
+                  + _H100_PCIE_DS),
+                 ("nvlink_domain", "NVLink bridge joins 2 cards: islands "
+                  "of 2, PCIe between them [nvidia2023h100]"),
+                 ("nic", "one 400 Gb/s NIC per GPU assumed; set nic="),
+                 ("nvls_efficiency", "no NVSwitch"),
+                 ("base_latency_s", _BASE))),
+    "mi300x": System(
+        "mi300x", MI300X, gpus_per_node=8, nvlink_domain=8, nvlink=XGMI_MI300X,
+        nic=NDR400, pcie=PCIE5, nvls_efficiency=0.0, intra="mesh",
+        sources=(("gpus_per_node", "AMD Instinct MI300X platform: 8 OAM "
+                  "GPUs, fully connected by xGMI [amd2023mi300x]"),
+                 ("nvlink_domain", "one xGMI mesh of 8"),
+                 ("nic", "one 400 Gb/s NIC per GPU (e.g. 8x ConnectX-7 or "
+                  "Pollara 400) assumed; set nic="),
+                 ("nvls_efficiency", "no in-switch reduction (no switch)"),
+                 ("base_latency_s", _BASE + " (RCCL's are not modelled)"))),
+    "l40s-8x": System(
+        "l40s-8x", L40S, gpus_per_node=8, nvlink_domain=8, nvlink=None,
+        nic=FABRICS["roce-200g"].link, pcie=PCIE4, nvls_efficiency=0.0,
+        nics_per_node=4,
+        sources=(("gpus_per_node", _PCIE_BOX + "; " + _L40S_DS),
+                 ("nvlink_domain", "no NVLink: the node is the island"),
+                 ("nic", "4 x 200 Gb/s (one per two GPUs) assumed, a common "
+                  "OVX-style build; set nic="),
+                 ("nvls_efficiency", "no NVSwitch"),
+                 ("base_latency_s", _BASE))),
+})
+#: cloud instances: a system with its fabric, for readers who name those
+SYSTEMS.update({
+    "p4d": replace(SYSTEMS["dgx-a100-40gb"], name="p4d",
+                   nic=FABRICS["efa-p4d"].link, nics_per_node=4),
+    "p5": replace(SYSTEMS["dgx-h100"], name="p5",
+                  nic=replace(FABRICS["efa-p5"].link,
+                              name="4 x AWS EFA v2 100 Gb/s, striped",
+                              gbps=4 * 12.5),
+                  nics_per_node=8, nic_count=32),
+})
+
+
+NIC_SPEC = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+(?:\.\d+)?)\s*"
+                      r"(g|gb|gbe|gbps|gbit|gbit/s|gb/s|t|tb/s|tbps)?\s*$",
+                      re.IGNORECASE)
+
+
+def parse_nic(spec: str) -> tuple[int, float]:
+    """``"4x100G"`` -> ``(4, 100.0)``: NIC count and Gbit/s per NIC.
+
+    Units: none or G (Gbit/s, also Gb, Gbps, GbE, Gb/s), or T (Tbit/s).
+    """
+    m = NIC_SPEC.match(spec) if isinstance(spec, str) else None
+    if not m:
+        raise ValueError(f"nic must be COUNTxSPEED (e.g. '4x100G', Gbit/s "
+                         f"per NIC) or a fabric key {sorted(FABRICS)}; got "
+                         f"{spec!r}")
+    count, speed = int(m.group(1)), float(m.group(2))
+    if (m.group(3) or "g").lower().startswith("t"):
+        speed *= 1000.0
+    if count < 1 or not 0 < speed <= 10_000:
+        raise ValueError(f"nic {spec!r}: need >= 1 NIC of 0-10000 Gbit/s")
+    return count, speed
+
+
+def with_nic(system: str | System, nic: str) -> System:
+    """``system`` with other scale-out NICs: ``nic`` is ``"COUNTxSPEED"``
+    (Gbit/s per NIC; the NIC technology, i.e. its efficiency and latency,
+    stays the system's own) or a :data:`FABRICS` key (count, rate and
+    technology of that fabric).
+
+    Fewer NICs than GPUs are shared (4 NICs, 8 GPUs: two GPUs per NIC, 4
+    rails); more NICs than GPUs are striped, ``COUNT / GPUs`` per GPU, into
+    one port per GPU, as AWS's EFA plugin presents them to NCCL.
+    """
+    s = SYSTEMS[system] if isinstance(system, str) else system
+    g = s.gpus_per_node
+    if isinstance(nic, str) and nic.strip().lower() in FABRICS:
+        f = FABRICS[nic.strip().lower()]
+        count, link, label = f.nics or g, f.link, f.key
+    else:
+        count, speed = parse_nic(nic)
+        link = replace(s.nic, name=f"{speed:g} Gb/s ({s.nic.name})",
+                       gbps=speed / 8,
+                       source=f"nic={nic!r}: {speed:g} Gbit/s per NIC; "
+                              f"efficiency and latency of {s.nic.source}")
+        label = f"{count}x{speed:g}G"
+    if count <= g and g % count == 0:
+        return replace(s, name=f"{s.name}/{label}", nic=link,
+                       nics_per_node=count, nic_count=None)
+    if count > g and count % g == 0:
+        m = count // g
+        port = replace(link, name=f"{m} x {link.name}, striped",
+                       gbps=link.gbps * m)
+        return replace(s, name=f"{s.name}/{label}", nic=port,
+                       nics_per_node=g, nic_count=count)
+    raise ValueError(f"nic {nic!r}: {count} NICs do not split evenly over "
+                     f"{g} GPUs per node (use a divisor or a multiple of {g})")
+
+
+def cluster(name: str, nodes: int = 1, nic: str | None = None) -> Cluster:
     """A cluster of ``nodes`` nodes of system ``name`` (a :data:`SYSTEMS` key).
 
     For GB200 NVL72 a node is one compute tray (4 GPUs): 18 nodes = 1 rack.
+    ``nic`` replaces the node's scale-out NICs (:func:`with_nic`):
+    ``cluster("dgx-a100", 4, nic="4x100G")`` is four DGX A100 nodes with
+    four 100 Gbit/s NICs each, two GPUs per NIC.
     """
     if name not in SYSTEMS:
         raise ValueError(f"unknown system {name!r}; choose from "
                          f"{sorted(SYSTEMS)}")
     if not isinstance(nodes, int) or nodes < 1:
         raise ValueError(f"nodes must be an int >= 1, got {nodes!r}")
-    return Cluster(SYSTEMS[name], nodes)
+    s = SYSTEMS[name] if nic is None else with_nic(name, nic)
+    return Cluster(s, nodes)
 
 
 def hierarchy_gbps(name: str) -> dict[str, float]:

@@ -95,12 +95,14 @@ CPU_VENDOR = {"dgx-a100": "amd"}
 def arch(s: System) -> str:
     """NCCL's compute-capability class of the system's GPU."""
     name = s.gpu.name
-    if "A100" in name:
-        return "ampere"
+    if "A100" in name or "L40" in name:     # sm80 / sm89: tuning.cc's
+        return "ampere"                     # AMPERE row (compCap >= 80)
     if "H100" in name or "H200" in name:
         return "hopper"
     if "B200" in name or "B100" in name:
         return "blackwell"
+    if "MI300" in name:     # RCCL's own tables are not modelled: the
+        return "hopper"     # Hopper row stands in (LL/LL128 caps only)
     return "volta"
 
 
@@ -164,12 +166,29 @@ class Choice:
 
 
 def _tiers(s: System, k: int, N: int):
-    """(intra class, intra B/s, inter B/s) of one rank's links."""
+    """(intra class, intra B/s, inter B/s, inter class) of a group with
+    ``k`` ranks in each of ``N`` islands (packed placement).
+
+    Inside an island a rank has its NVLink (a mesh: ``k - 1`` of its
+    ``nvlink_domain - 1`` links) or, without NVLink, its PCIe link. Between
+    islands an island has its ranks' share of the NICs or, where islands
+    are smaller than a node (bridged PCIe cards) and the group fits in one
+    node, its ranks' PCIe links.
+    """
     intra = "nvlink" if s.nvlink is not None else "pcie"
     bw_intra = (s.nvlink or s.pcie).bytes_per_s
+    if s.nvlink is not None and s.intra == "mesh":
+        bw_intra *= max(1, k - 1) / max(1, s.nvlink_domain - 1)
     nics = k if s.nics_per_node is None else max(
         1, k * s.nics_per_node // s.gpus_per_node)
-    return intra, bw_intra, nics * s.nic.bytes_per_s
+    bw_x, inter = nics * s.nic.bytes_per_s, "net"
+    if s.nvlink is not None and s.nvlink_domain < s.gpus_per_node:
+        bw_pcie = k * s.pcie.bytes_per_s
+        if N * s.nvlink_domain <= s.gpus_per_node:
+            bw_x, inter = bw_pcie, "pcie"
+        else:
+            bw_x = min(bw_x, bw_pcie)
+    return intra, bw_intra, bw_x, inter
 
 
 def time_s(collective: str, algorithm: str, protocol: str, nbytes: float,
@@ -179,7 +198,7 @@ def time_s(collective: str, algorithm: str, protocol: str, nbytes: float,
     if n < 2:
         return 0.0
     frac, base, lat = PROTOCOLS[protocol]
-    intra, bw_i, bw_x = _tiers(s, k, N)
+    intra, bw_i, bw_x, net = _tiers(s, k, N)
     bus = min(bw_i if k > 1 else math.inf, bw_x if N > 1 else math.inf)
     if algorithm == "ring":
         if collective == "all_to_all":
@@ -187,7 +206,7 @@ def time_s(collective: str, algorithm: str, protocol: str, nbytes: float,
         ar = collective == "allreduce"
         steps = 2 * (n - 1) if ar else n - 1
         inter = (2 if ar else 1) * (N - 1)
-        t_lat = base + (steps - inter) * lat[intra] + inter * lat["net"]
+        t_lat = base + (steps - inter) * lat[intra] + inter * lat[net]
         volume = {"allreduce": 2 * (n - 1) / n, "reduce_scatter": (n - 1) / n,
                   "all_gather": (n - 1) / n}.get(collective, 1.0)
         bw = protocol_busbw("ring", protocol, bus / 1e9, s, N, k) * 1e9
@@ -197,7 +216,7 @@ def time_s(collective: str, algorithm: str, protocol: str, nbytes: float,
     if algorithm == "tree":
         tl = TREE_LAT_S[protocol]
         t_lat = base + 2 * ((k - 1) * tl[intra]
-                            + math.ceil(math.log2(N)) * tl["net"])
+                            + math.ceil(math.log2(N)) * tl[net])
         bw = protocol_busbw("tree", protocol, bus / 1e9, s, N, k) * 1e9
         return t_lat + nbytes / (0.5 * bw)
     if protocol != "Simple" or not s.nvls_efficiency or k < 2:
@@ -214,11 +233,12 @@ def time_s(collective: str, algorithm: str, protocol: str, nbytes: float,
 
 def _all_to_all_s(nbytes, s, n, N, k, frac, base, lat) -> float:
     """Direct all-to-all: (k-1)/n of the buffer over NVLink, (n-k)/n over
-    the GPU's own NIC, concurrently."""
-    intra, bw_i, _ = _tiers(s, k, N)
+    the GPU's share of its island's NICs (its own NIC on a DGX),
+    concurrently."""
+    intra, bw_i, bw_x, net = _tiers(s, k, N)
     t_i = (k - 1) / n * nbytes / (bw_i * frac)
-    t_x = (n - k) / n * nbytes / (s.nic.bytes_per_s * frac)
-    return base + (lat["net"] if N > 1 else lat[intra]) + max(t_i, t_x)
+    t_x = (n - k) / n * nbytes / (bw_x / k * frac)
+    return base + (lat[net] if N > 1 else lat[intra]) + max(t_i, t_x)
 
 
 @lru_cache(maxsize=65536)
