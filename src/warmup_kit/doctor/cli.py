@@ -32,8 +32,16 @@ def _system(text: str) -> str:
     return text
 
 
+class _OneLine(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (no usage block)."""
+
+    def error(self, message: str):
+        print(f"doctor: error: {message} (see --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _OneLine(
         prog="python -m warmup_kit.doctor",
         description="Is my busbw normal? Holds nccl-tests / rccl-tests "
                     "output (and NCCL_DEBUG=INFO lines, warmup-bench --json "

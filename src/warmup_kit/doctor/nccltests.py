@@ -249,6 +249,9 @@ class _Parser:
             tok = s.split()
             if len(tok) >= 5 and self.row(n, line, tok):
                 return
+            if tok[0].isdigit() and self.run is not None and self.run.rows:
+                self.run.truncated = True     # a row cut short
+                return
         if "_perf" in s:
             m = _BINARY.search(s)
             if m:

@@ -43,8 +43,7 @@ def read_text(path: str) -> str:
 
 def parse_text(text: str, source: str = "<text>", hint: str = "") -> list[Run]:
     """Runs in ``text`` (see :func:`load`)."""
-    head = text.lstrip()[:1]
-    if head in "{[" and head:
+    if text.lstrip()[:1] == "{":
         try:
             doc = json.loads(text)
         except json.JSONDecodeError as exc:

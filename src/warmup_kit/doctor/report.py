@@ -3,8 +3,8 @@ causes, a JSON document, and a figure (measured and expected busbw over
 size, log axes, the healthy band shaded)."""
 from __future__ import annotations
 
-from warmup_kit.doctor.diagnose import (FAST, HEALTHY, THRESHOLDS, Diagnosis,
-                                        judged_rows)
+from warmup_kit.doctor.diagnose import (BROKEN, FAST, HEALTHY, THRESHOLDS,
+                                        Diagnosis, judged_rows)
 from warmup_kit.doctor.systems import describe
 from warmup_kit.units import human_bytes
 
@@ -127,7 +127,7 @@ def table(d: Diagnosis) -> str:
     ratio = "-" if d.ratio is None else f"{d.ratio:.2f}"
     lines.append(f"verdict: {d.verdict.upper()} (median ratio {ratio} "
                  "over the rows marked *; healthy >= "
-                 f"{HEALTHY}, degraded >= 0.4, broken below or on any "
+                 f"{HEALTHY}, degraded >= {BROKEN}, broken below or on any "
                  "#wrong)")
     if d.causes:
         lines.append("likely causes, most likely first:")
