@@ -95,6 +95,7 @@ class Diagnosis:
 
 def _judge_rows(run: Run, setup: Setup, sh: Shape | None) -> list[Judged]:
     out = []
+    memo: dict[tuple[str, int], Expected | None] = {}
     for r in run.rows:
         if r.expected_gbps is not None:          # the run's own model
             exp_gbps = r.expected_gbps
@@ -102,8 +103,12 @@ def _judge_rows(run: Run, setup: Setup, sh: Shape | None) -> list[Judged]:
             out.append(Judged(r, None, exp_gbps, ratio,
                               r.variant or "own model"))
             continue
-        e = (expected(r.collective, r.nbytes, setup.system, sh)
-             if setup.system is not None and sh is not None else None)
+        key = (r.collective, r.nbytes)
+        if key not in memo:
+            memo[key] = (expected(r.collective, r.nbytes, setup.system, sh)
+                         if setup.system is not None and sh is not None
+                         else None)
+        e = memo[key]
         if e is None:
             out.append(Judged(r, None, None, None, "-"))
             continue

@@ -56,10 +56,7 @@ class Expected:
 
     per_algorithm: tuple[tuple[str, str, float], ...]
     best: str
-
-    @property
-    def best_gbps(self) -> float:
-        return dict((a, b) for a, _, b in self.per_algorithm)[self.best]
+    best_gbps: float
 
     def gbps(self, algorithm: str) -> float | None:
         for a, _, b in self.per_algorithm:
@@ -104,4 +101,5 @@ def expected(collective: str, nbytes: int, system: System, sh: Shape
     if not per:
         return None
     best = max(per, key=lambda a: per[a][1])
-    return Expected(tuple((a, p, b) for a, (p, b) in per.items()), best)
+    return Expected(tuple((a, p, b) for a, (p, b) in per.items()), best,
+                    per[best][1])

@@ -32,7 +32,6 @@ _COMM = re.compile(r"nRanks (\d+)(?: nNodes (\d+))?(?: localRanks (\d+))?")
 _NIC = re.compile(r"\[(\d+)\]([^\s:\[\]]+)")
 _PROVIDER = re.compile(r"[Ss]elected [Pp]rovider is (\w+)"
                        r"(?:.*?found (\d+) nics)?")
-_VIA = re.compile(r"Channel \d+/\d+ : .*? via (\S+)")
 _COUNTS = re.compile(r"(\d+) coll channels, (\d+) collnet channels"
                      r"(?:, (\d+) nvls channels)?")
 _RING = re.compile(r"Channel \d+/\d+ :(?:\s+\d+)+\s*$")
@@ -50,26 +49,35 @@ def _transport(via: str) -> str:
     return parts[0]
 
 
-def read_info(facts: Facts, n: int, line: str) -> None:
-    """Fold one ``NCCL INFO`` line (number ``n``) into ``facts``."""
-    i = line.find(MARK)
+def read_info(facts: Facts, n: int, line: str, at: int | None = None
+              ) -> None:
+    """Fold one ``NCCL INFO`` line (number ``n``) into ``facts``; ``at``:
+    where ``MARK`` starts in it, if the caller found it already."""
+    i = line.find(MARK) if at is None else at
     if i < 0:
         return
     msg = line[i + len(MARK):].strip()
     facts.info_lines += 1
     if msg.startswith("Channel"):
-        m = _VIA.search(msg)
-        if m:
-            via = m.group(1)
+        j = msg.find(" via ")
+        if j >= 0:
+            via = msg[j + 5:].split(None, 1)[0]
+            if via in facts.vias and (not via.startswith("NET/") or (
+                    facts.gdr is not None and facts.gdr.value)):
+                return                   # nothing new (most channel lines)
+            facts.vias.add(via)
             kind = _transport(via)
-            facts.transports.setdefault(kind, _ev(via, n, line))
-            if via.startswith("COLLNET") and facts.collnet is None:
-                facts.collnet = _ev(True, n, line)
-            if via.startswith("NET/"):
+            seen = facts.transports.get(kind)
+            if seen is None:
+                facts.transports[kind] = _ev(via, n, line)
+                if kind.startswith("COLLNET") and facts.collnet is None:
+                    facts.collnet = _ev(True, n, line)
+            if kind.startswith("NET/"):
+                gdr = facts.gdr
                 if "GDRDMA" in via:
-                    if facts.gdr is None or facts.gdr.value is False:
+                    if gdr is None or gdr.value is False:
                         facts.gdr = _ev(True, n, line)
-                elif facts.gdr is None:
+                elif gdr is None:
                     facts.gdr = _ev(False, n, line)
         elif _RING.search(msg):
             facts.rings += 1

@@ -185,7 +185,7 @@ class _Parser:
         except ValueError:
             return False
         dtype, redop = tok[2], tok[3]
-        if not re.match(r"[A-Za-z]", dtype):
+        if not dtype[:1].isalpha():
             return False
         rest = tok[4:]
         root = -1
@@ -234,8 +234,10 @@ class _Parser:
         return True
 
     def feed(self, n: int, line: str) -> None:
-        if MARK in line:
-            read_info(self.current().facts, n, line)
+        at = line.find(MARK)
+        if at >= 0:
+            read_info(self.run.facts if self.run is not None else
+                      self.current().facts, n, line, at)
             return
         if line.startswith("["):
             line = _PREFIX.sub("", line)

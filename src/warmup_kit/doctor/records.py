@@ -71,6 +71,8 @@ class Facts:
     transports: dict[str, Evidence] = field(default_factory=dict)
     nvls: Evidence | None = None
     collnet: Evidence | None = None
+    #: every distinct ``via ...`` of the channel lines
+    vias: set[str] = field(default_factory=set)
     rings: int = 0
     trees: int = 0
     #: number of NCCL INFO lines seen
