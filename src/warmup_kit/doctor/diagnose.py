@@ -44,6 +44,9 @@ FAST = 1.25
 JUDGED_FRACTION = 1 / 8
 #: a size whose ratio is below this fraction of both neighbours' is a dip
 DIP = 0.6
+#: a size whose busbw is below this fraction of the size before it, with
+#: no larger size recovering, is a collapse
+COLLAPSE = 0.5
 #: sizes below this are latency-bound on every system in the table
 LATENCY_BOUND = 1 << 20
 #: the numbers "match" an algorithm's prediction within this fraction
@@ -59,6 +62,7 @@ WEIGHTS = {"wrong results": 100, "network on sockets": 90,
            "NVLS available but the numbers match ring": 60,
            "PCIe-only path inside the node": 60, "unknown system": 55,
            "one size far below its neighbours": 45,
+           "busbw collapses above one size": 45,
            "a plateau below the model: one slow link, NIC or node": 40,
            "measured above the model": 30,
            "Avg bus bandwidth dragged down by latency-bound sizes": 20}
@@ -271,10 +275,9 @@ def _shape_causes(d: Diagnosis, top: list[Judged]) -> None:
             f"{human_bytes(top[-1].row.nbytes)}")
     if r < HEALTHY and not any(c.weight >= 60 for c in d.causes):
         ratios = [j.ratio for j in top]
-        flat = max(ratios) - min(ratios) <= 0.15 * max(ratios)
         _add(d, "a plateau below the model: one slow link, NIC or node",
              f"{span} all run at {min(ratios):.2f}-{max(ratios):.2f} of "
-             f"the model ({'flat' if flat else 'uneven'}): a ring moves at "
+             "the model: a ring moves at "
              "its slowest link, so one slow node, NIC or cable caps every "
              "rank; run the test on node pairs to find it")
     if r > FAST:
@@ -286,6 +289,19 @@ def _shape_causes(d: Diagnosis, top: list[Judged]) -> None:
 
 def _dips(d: Diagnosis) -> None:
     have = [j for j in d.rows if j.ratio is not None and j.ratio > 0]
+    for a, b in zip(have, have[1:]):
+        if a.row.nbytes >= LATENCY_BOUND and b.row.nbytes > a.row.nbytes \
+                and b.row.busbw_gbps < COLLAPSE * a.row.busbw_gbps and \
+                all(c.row.busbw_gbps < COLLAPSE * a.row.busbw_gbps
+                    for c in have if c.row.nbytes > b.row.nbytes):
+            _add(d, "busbw collapses above one size",
+                 f"line {b.row.line}: {_fmt(a.row.busbw_gbps)} at "
+                 f"{human_bytes(a.row.nbytes)}, {_fmt(b.row.busbw_gbps)} "
+                 f"at {human_bytes(b.row.nbytes)} and no better above: "
+                 "larger messages meet a shared bottleneck (a congested "
+                 "or misrouted link between switches or racks, adaptive "
+                 "routing, a PCIe/NIC limit): test node pairs across it")
+            break
     for a, b, c in zip(have, have[1:], have[2:]):
         if b.row.nbytes < 64 << 10:
             continue

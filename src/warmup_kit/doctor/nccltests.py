@@ -41,6 +41,7 @@ _BINARY = re.compile(r"\b(all_reduce|all_gather|reduce_scatter|alltoall|"
                      r"broadcast|reduce|sendrecv|gather|scatter|hypercube)"
                      r"_perf\b")
 _PREFIX = re.compile(r"^\s*\[\d+,\d+\]<std(?:out|err)>:\s?")
+_TAG = re.compile(r"^(\[\d+\])")
 _NTHREAD = re.compile(r"nThread\s+(\d+)\s+nGpus\s+(\d+)")
 _DEVICE = re.compile(r"Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+"
                      r"(\S+)\s+device\s+(\d+)\s+\[[^\]]*\]\s+(.*?)\s*$")
@@ -241,6 +242,9 @@ class _Parser:
             return
         if line.startswith("["):
             line = _PREFIX.sub("", line)
+            m = _TAG.match(line)
+            if m:                       # srun -l / per-rank tags: "[0]"
+                line = line.replace(m.group(1), " ")
         s = line.lstrip()
         if not s:
             return
