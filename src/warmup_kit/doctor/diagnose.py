@@ -49,6 +49,9 @@ DIP = 0.6
 COLLAPSE = 0.5
 #: sizes below this are latency-bound on every system in the table
 LATENCY_BOUND = 1 << 20
+#: a row "matches" the nearest algorithm's prediction only within this
+#: factor of it; further off it matches none
+NEAR = 1.5
 #: the numbers "match" an algorithm's prediction within this fraction
 MATCH = 0.15
 THRESHOLDS = {"healthy": f"median measured/expected >= {HEALTHY} over the "
@@ -118,8 +121,12 @@ def _judge_rows(run: Run, setup: Setup, sh: Shape | None) -> list[Judged]:
             continue
         g = e.best_gbps
         bus = _precise(r, sh.n)
+        near = e.nearest(bus)
+        ng = e.gbps(near) or 0.0
+        label = (e.label(near) if ng and 1 / NEAR <= bus / ng <= NEAR
+                 else "none (below all)" if bus < ng else "none (above all)")
         out.append(Judged(r, e, g, bus / g if g > 0 and bus > 0 else None,
-                          e.label(e.nearest(bus))))
+                          label))
     return out
 
 
