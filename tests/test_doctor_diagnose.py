@@ -221,3 +221,22 @@ def test_bench_json_needs_a_system_and_then_gets_one():
     assert d.verdict == "unknown" and "unknown system" in causes(d)
     d, = examine_text(json.dumps(doc), Flags(system="dgx-a100"))
     assert d.verdict == "healthy" and d.setup.ranks == 8
+
+
+def test_processes_that_each_ran_alone():
+    """nccl-tests built without MPI under mpirun -np 2: each process prints
+    its own header, devices and rows, interleaved (ranks repeat, sizes
+    restart)."""
+    from doctor_samples import GPU, header, row
+    devs = header(devices=[("n1", 0, GPU["dgx-a100"])])
+    lines = devs[:3] + ["#  Rank  0 Group  0 Pid   3591 on         n1 device"
+                        "  0 [0x03] " + GPU["dgx-a100"],
+                        "#  Rank  0 Group  0 Pid   2451 on         n2 device"
+                        "  0 [0x03] " + GPU["dgx-a100"]] + devs[-4:]
+    for s in (8, 16, 32):
+        for _ in range(2):
+            lines.append(row(s, s // 4, "float", "sum", -1,
+                             (45.0, 0.0, 0.0, 0), (45.0, 0.0, 0.0, 0)))
+    d = one(lines)
+    assert causes(d)[0] == "each process ran its own test"
+    assert "rank numbers repeat" in d.causes[0].evidence

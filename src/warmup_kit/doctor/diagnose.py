@@ -60,7 +60,8 @@ THRESHOLDS = {"healthy": f"median measured/expected >= {HEALTHY} over the "
               "broken": f"ratio < {BROKEN}, or #wrong > 0 / out-of-bounds "
                         "values",
               "unknown": "no model of the system"}
-WEIGHTS = {"wrong results": 100, "network on sockets": 90,
+WEIGHTS = {"wrong results": 100,
+           "each process ran its own test": 95, "network on sockets": 90,
            "fewer NICs in use than present": 80, "no GPUDirect RDMA": 70,
            "NVLS available but the numbers match ring": 60,
            "PCIe-only path inside the node": 60, "unknown system": 55,
@@ -206,6 +207,17 @@ def _causes(d: Diagnosis, top: list[Judged], bad: list[Row],
         _add(d, "wrong results", run.out_of_bounds.cite())
     if setup.unknown:
         _add(d, "unknown system", setup.unknown)
+    ranks = [dev[0] for dev in run.devices]
+    if len(set(ranks)) < len(ranks) or run.restart is not None:
+        why = (f"rank numbers repeat in '# Using devices' ({len(ranks)} "
+               f"lines, {len(set(ranks))} distinct ranks)"
+               if len(set(ranks)) < len(ranks) else
+               f"the sweep restarts at line {run.restart.line}: "
+               f"{run.restart.text}")
+        _add(d, "each process ran its own test",
+             f"{why}: nccl-tests built without MPI (make MPI=1) runs one "
+             "job per process, so the rows are of separate small jobs, "
+             "not one across the nodes")
     multi = setup.nodes > 1 or (f.nnodes is not None and f.nnodes.value > 1)
     if multi:
         sock = f.transports.get("NET/Socket")

@@ -223,6 +223,8 @@ class _Parser:
         if any(m[3] is not None for m in meas):
             wrong = sum(m[3] or 0 for m in meas)
         first = meas[0]
+        if r.rows and size <= r.rows[-1].nbytes and r.restart is None:
+            r.restart = Row(size, "", first[2], line=n, text=line.strip())
         ws = TYPE_BYTES.get(dtype.lower())
         ratio = round(size / (count * ws)) if ws and count else 1
         self.redops.append((redop, root, ratio, dtype))

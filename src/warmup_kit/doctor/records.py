@@ -96,6 +96,9 @@ class Run:
     avg_busbw: Evidence | None = None
     out_of_bounds: Evidence | None = None
     truncated: bool = False
+    #: the first row whose size is not larger than the one before it (the
+    #: sweep restarts: processes printing their own runs interleaved)
+    restart: "Row | None" = None
     facts: Facts = field(default_factory=Facts)
     #: the run's own model, where it carries one (emulated-cluster reports)
     own_model: dict | None = None
