@@ -36,7 +36,8 @@ MARKER = {"allreduce": "all_reduce_perf", "all_gather": "all_gather_perf",
 
 def one_run(collective: str) -> list[str]:
     lines = run_lines("dgx-h100", collective, hosts=2, per_host=8)
-    at = next(i for i, l in enumerate(lines) if l.startswith("#       size"))
+    at = next(i for i, line in enumerate(lines)
+              if line.startswith("#       size"))
     msgs = ["NCCL version 2.18.5+cuda12.2",
             "comm 0x5 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0",
             "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_3:1/IB [2]mlx5_4:1/IB "
@@ -70,7 +71,8 @@ def main(argv=None) -> int:
                    default=100_000)
     p.add_argument("--repeat", type=cliargs.positive_int, default=5)
     p.add_argument("--check", action="store_true",
-                   help=f"exit 1 if the CPU time's median is over {TARGET_S} s")
+                   help=f"exit 1 if the CPU time's median is over "
+                        f"{TARGET_S} s")
     args = p.parse_args(argv)
     fd, path = tempfile.mkstemp(suffix=".log", prefix="doctor-bench-")
     os.close(fd)

@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from warmup_kit.doctor.errors import DoctorInputError
 from warmup_kit.model import hardware
-from warmup_kit.model.hardware import Cluster, Link, System
+from warmup_kit.model.hardware import Cluster, System
 
 #: (pattern on the GPU name, SYSTEMS keys to try in order, label). The DGX
 #: A100 shipped with 40 GB and 80 GB A100 SXM4 GPUs on the same NVLink 3
@@ -129,5 +129,5 @@ def describe(s: System) -> dict:
             "pcie": s.pcie.name, "nvls": bool(s.nvls_efficiency)}
 
 
-__all__ = ["GPU_NAMES", "Link", "build_cluster", "describe", "known",
+__all__ = ["GPU_NAMES", "build_cluster", "describe", "known",
            "nics_per_node", "node_system", "parse_nic", "resolve_gpu"]
