@@ -339,10 +339,12 @@ def _average(d: Diagnosis, top: list[Judged]) -> None:
     avg = d.run.avg_busbw
     if avg is None or not d.rows:
         return
-    peak = max(j.row.busbw_gbps for j in d.rows)
+    top = max(d.rows, key=lambda j: j.row.busbw_gbps).row
+    peak = top.busbw_gbps
     small = sum(1 for j in d.rows if j.row.nbytes < LATENCY_BOUND)
     if peak > 0 and avg.value < 0.6 * peak and small:
         _add(d, "Avg bus bandwidth dragged down by latency-bound sizes",
              f"{avg.cite()} averages all {len(d.rows)} sizes, {small} of "
-             f"them under 1 MiB where latency dominates; the largest sizes "
-             f"reach {_fmt(peak)}: judge those")
+             f"them under 1 MiB where latency dominates; the peak is "
+             f"{_fmt(peak)} at {human_bytes(top.nbytes)}: judge the "
+             "largest sizes")
