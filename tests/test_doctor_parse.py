@@ -248,3 +248,26 @@ def test_two_systems_in_one_file_refused():
         [row(64, 16, "float", "sum", -1, (15.0, 0.0, 0.01, 0))]
     with pytest.raises(DoctorInputError, match="mixes GPU models"):
         parse_text(text(mixed), "two.log")
+
+
+def test_shapes_seen_in_published_logs():
+    """Three shapes of real logs: size-0 rows (printed twice, -b 0), an
+    OFI plugin whose name holds a space, and a device list cut to its last
+    line (the rank number still counts the ranks)."""
+    from warmup_kit.doctor import Flags, resolve
+    zero = "%12li  %12li  %8s  %6s  %6i" % (0, 0, "float", "sum", -1) + \
+        "  %7s  %6.2f  %6.2f  %5g" % ("3.91", 0, 0, 0) * 2
+    lines = header(devices=[("w0", 0, GPU["dgx-a100"]),
+                            ("w1", 0, GPU["dgx-a100"])])
+    lines += [zero, zero] + run_lines(maxb=1 << 12)[-13:-3]
+    lines.insert(5, info(msg="Channel 00 : 1[101d0] -> 8[101c0] [send] via "
+                             "NET/AWS Libfabric/1/GDRDMA"))
+    r, = parse_text(text(lines), "efa.log")
+    assert r.restart is None and r.rows[0].nbytes == 0
+    assert r.facts.gdr.value is True
+    assert "NET/AWS Libfabric" in r.facts.transports
+    cut = ["#  Rank 71 Group  0 Pid  14840 on tray-18 device  3 [0x01] "
+           "NVIDIA GB200"] + header()[-4:] + run_lines(maxb=1 << 12)[-13:-3]
+    r, = parse_text(text(cut), "nvl72.log")
+    s = resolve(r, Flags(nodes=18, gpus_per_node=4))
+    assert (s.ranks, s.nodes, s.gpus_per_node) == (72, 18, 4)

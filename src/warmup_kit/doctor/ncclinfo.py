@@ -42,7 +42,8 @@ def _ev(value, n: int, line: str) -> Evidence:
 
 
 def _transport(via: str) -> str:
-    """``NET/IB/0/GDRDMA`` -> ``NET/IB``; ``P2P/IPC/read`` -> ``P2P``."""
+    """``NET/IB/0/GDRDMA`` -> ``NET/IB``; ``P2P/IPC/read`` -> ``P2P``;
+    ``NET/AWS Libfabric/1/GDRDMA`` -> ``NET/AWS Libfabric``."""
     parts = via.split("/")
     if parts[0] in ("NET", "COLLNET") and len(parts) > 1:
         return f"{parts[0]}/{parts[1]}"
@@ -61,7 +62,9 @@ def read_info(facts: Facts, n: int, line: str, at: int | None = None
     if msg.startswith("Channel"):
         j = msg.find(" via ")
         if j >= 0:
-            via = msg[j + 5:].split(None, 1)[0]
+            # the rest of the line: plugin names may hold a space
+            # ("NET/AWS Libfabric/1/GDRDMA")
+            via = msg[j + 5:].strip()
             if via in facts.vias and (not via.startswith("NET/") or (
                     facts.gdr is not None and facts.gdr.value)):
                 return                   # nothing new (most channel lines)

@@ -45,6 +45,9 @@ _TAG = re.compile(r"^(\[\d+\])")
 _NTHREAD = re.compile(r"nThread\s+(\d+)\s+nGpus\s+(\d+)")
 _DEVICE = re.compile(r"Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+"
                      r"(\S+)\s+device\s+(\d+)\s+\[[^\]]*\]\s+(.*?)\s*$")
+#: header lines as some pastes show them, without their leading '#'
+_BARE = ("nThread ", "Rank ", "Using devices", "Out of bounds values",
+         "Avg bus bandwidth", "Collective test starting")
 _NUM = re.compile(r"[-+]?\d*\.?\d+(?:[eE][-+]?\d+)?")
 #: bytes per element of nccl-tests' type names
 TYPE_BYTES = {"int8": 1, "uint8": 1, "char": 1, "fp8_e4m3": 1,
@@ -223,7 +226,8 @@ class _Parser:
         if any(m[3] is not None for m in meas):
             wrong = sum(m[3] or 0 for m in meas)
         first = meas[0]
-        if r.rows and size <= r.rows[-1].nbytes and r.restart is None:
+        if size and r.rows and r.restart is None and \
+                0 < size <= r.rows[-1].nbytes:
             r.restart = Row(size, "", first[2], line=n, text=line.strip())
         ws = TYPE_BYTES.get(dtype.lower())
         ratio = round(size / (count * ws)) if ws and count else 1
@@ -252,6 +256,9 @@ class _Parser:
             return
         if s[0] == "#":
             self.comment(n, s)
+            return
+        if s.startswith(_BARE):      # a paste that lost its '#' prefixes
+            self.comment(n, "# " + s)
             return
         if s[0].isdigit():
             tok = s.split()

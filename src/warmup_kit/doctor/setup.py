@@ -52,9 +52,12 @@ def _count(run: Run) -> tuple[int | None, int | None, int | None, str]:
         for _, h, _, _ in run.devices:
             hosts[h] = hosts.get(h, 0) + 1
         per = max(hosts.values())
-        return (len(run.devices), len(hosts), per,
-                f"# Using devices: {len(run.devices)} ranks on "
-                f"{len(hosts)} host(s)")
+        n = max(len(run.devices), 1 + max(d[0] for d in run.devices))
+        if n > len(run.devices):            # the list was cut: trust ranks
+            return (n, None, None, f"# Using devices: rank {n - 1} seen "
+                    f"({len(run.devices)} of the lines)")
+        return (n, len(hosts), per,
+                f"# Using devices: {n} ranks on {len(hosts)} host(s)")
     f = run.facts
     if f.nranks is not None:
         nodes = f.nnodes.value if f.nnodes else None
