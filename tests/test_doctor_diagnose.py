@@ -240,3 +240,18 @@ def test_processes_that_each_ran_alone():
     d = one(lines)
     assert causes(d)[0] == "each process ran its own test"
     assert "rank numbers repeat" in d.causes[0].evidence
+
+
+def test_a_new_table_key_plugs_into_the_gpu_names(monkeypatch):
+    """A GPU the table lacks is unknown; once its key is in SYSTEMS, the
+    same log resolves to it (no change to the doctor)."""
+    from warmup_kit.doctor.systems import resolve_gpu
+    assert resolve_gpu("NVIDIA H200")[0] is None or \
+        "hgx-h200" in hardware.SYSTEMS
+    monkeypatch.setitem(hardware.SYSTEMS, "hgx-h200",
+                        replace(hardware.SYSTEMS["dgx-h100"],
+                                name="hgx-h200"))
+    assert resolve_gpu("NVIDIA H200") == ("hgx-h200", "H200")
+    assert resolve_gpu("NVIDIA H100 80GB HBM3")[0] == "dgx-h100"
+    assert resolve_gpu("NVIDIA A100-SXM4-80GB")[0] == "dgx-a100"
+    assert resolve_gpu("Tesla T4") == (None, "Tesla T4")

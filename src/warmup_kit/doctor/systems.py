@@ -26,7 +26,7 @@ GPU_NAMES: tuple[tuple[str, tuple[str, ...], str], ...] = (
     (r"GB200", ("gb200-nvl72",), "GB200"),
     (r"GB300", ("gb300-nvl72",), "GB300"),
     (r"\bB200\b", ("dgx-b200", "hgx-b200", "b200"), "B200"),
-    (r"H200", ("dgx-h200", "hgx-h200", "h200"), "H200"),
+    (r"H200", ("hgx-h200", "dgx-h200", "h200"), "H200"),
     (r"H100.*NVL\b", ("h100-nvl", "h100-pcie-nvlink"), "H100 NVL"),
     (r"H100.*PCIe", ("h100-pcie",), "H100 PCIe"),
     (r"H100", ("dgx-h100", "hgx-h100", "h100-sxm"), "H100 SXM"),
@@ -37,7 +37,7 @@ GPU_NAMES: tuple[tuple[str, tuple[str, ...], str], ...] = (
     (r"A100", ("dgx-a100", "dgx-a100-80gb", "a100-80gb"), "A100 SXM4 80GB"),
     (r"MI300X", ("mi300x", "amd-mi300x"), "AMD MI300X"),
     (r"MI250", ("mi250x", "amd-mi250x"), "AMD MI250X"),
-    (r"L40S", ("l40s", "l40s-pcie"), "L40S"),
+    (r"L40S", ("l40s-8x", "l40s", "l40s-pcie"), "L40S"),
     (r"L40\b", ("l40",), "L40"),
 )
 _COMPILED = [(re.compile(p, re.I), keys, label) for p, keys, label in
