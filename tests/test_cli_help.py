@@ -14,7 +14,8 @@ SCRIPTS = sorted(str(p.relative_to(ROOT)) for p in
                   *(ROOT / "benchmarks").glob("*.py"),
                   *(ROOT / "tools").glob("check_*.py")])
 MODULES = ["warmup_kit.bench", "warmup_kit.measure.fit",
-           "warmup_kit.failures.goodput_cli", "warmup_kit.cluster", "warmup_kit.run"]
+           "warmup_kit.failures.goodput_cli", "warmup_kit.cluster", "warmup_kit.run",
+           "warmup_kit.doctor"]
 
 
 @pytest.mark.slow

@@ -117,6 +117,16 @@ RULES = [
 ]
 
 
+# the doctor reads logs and asks the model: it never starts ranks, builds
+# a cluster, runs a collective or imports MPI
+RULES += [
+    ("warmup_kit.doctor", lambda m: any(_inside(m, x) for x in (
+        "warmup_kit.comm", "warmup_kit.cluster", "warmup_kit.run",
+        "warmup_kit.execute", "warmup_kit.collectives", "warmup_kit.bench",
+        "warmup_kit.train", "warmup_kit.failures", "warmup_kit.serving",
+        "warmup_kit.viz", "mpi4py"))),
+]
+
 # Chapter 9's serving package keeps its model (serving/models/) apart from
 # what runs on a communicator (the rest of serving/), as failures/ does.
 RULES += [

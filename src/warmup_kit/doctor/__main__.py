@@ -1,0 +1,4 @@
+"""``python -m warmup_kit.doctor``: see :mod:`warmup_kit.doctor`."""
+from warmup_kit.doctor.cli import main
+
+raise SystemExit(main())
