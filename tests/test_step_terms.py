@@ -1,0 +1,243 @@
+"""Every term of the step model, one axis at a time, against a hand
+computation (issue 29, item 8).
+
+A toy GPU makes the arithmetic short: 1 TFLOP/s dense BF16, 1 TB/s HBM,
+both reached in full, so a GEMM (m x k) @ (k x n) whose intensity
+``m n k / (m k + k n + m n)`` exceeds 1 FLOP/byte takes ``2 m n k / 1e12``
+seconds and a streaming kernel ``bytes / 1e12``. Collectives are priced by
+the NCCL model (:func:`warmup_kit.model.nccl.best_for_shape`, pinned in its
+own tests); here we pin how many of them each axis runs, of what size, on
+which group, and how much of them is hidden.
+
+Sources: Shoeybi et al. 2019 (TP: 2 all-reduces per layer forward, 2
+backward), Narayanan et al. 2021 sections 2.2-2.3, 4.1 and appendix
+(bubble ``(p-1)/(m v)``, 6 all-reduces with recomputation, ``b s h / t``
+point-to-point, the 96 B s l h^2 FLOP count), Korthikanti et al. 2022
+(activations ``s b h / t * 34`` with sequence parallelism and
+FlashAttention), Rajbhandari et al. 2020 (ZeRO sharding), torchtitan's
+``get_num_flop_per_token`` (``6 N + 12 l h s``).
+"""
+from dataclasses import replace
+
+import pytest
+
+from warmup_kit.model.hardware import GPU, SYSTEMS, Cluster
+from warmup_kit.model.nccl import best_for_shape
+from warmup_kit.parallelism.compute import layer_times
+from warmup_kit.parallelism.costs.common import context
+from warmup_kit.parallelism.costs.cp import cp_cost
+from warmup_kit.parallelism.costs.dp import (dp_cost, optimizer_s,
+                                             overlap_window_s, sync_s)
+from warmup_kit.parallelism.costs.ep import ep_cost
+from warmup_kit.parallelism.costs.pp import p2p_s, pp_cost
+from warmup_kit.parallelism.costs.tp import tp_cost
+from warmup_kit.parallelism.layout import Layout
+from warmup_kit.parallelism.step import Transformer, step
+
+TOY_GPU = GPU("toy", (("bf16", 1.0),), hbm_gb=80.0, hbm_tbps=1.0,
+              gemm_efficiency=1.0, hbm_efficiency=1.0)
+TOY = replace(SYSTEMS["dgx-h100"], name="toy", gpu=TOY_GPU)
+# 8 layers, hidden 64, 8 heads (d = 8), sequence 64, vocabulary 128
+MODEL = Transformer(8, 64, 8, 64, 128)
+
+
+def ctx(nodes=1, model=MODEL, **kw):
+    base = dict(tp=1, pp=1, dp=1, global_batch=1, micro_batch=1,
+                recompute="none", flash_attention=False,
+                fused_grad_accumulation=True)
+    base.update(kw)
+    return context(model, Cluster(TOY, nodes), Layout(**base))
+
+
+# one layer, b = 1, s = 64, h = 64, ffn = 256, t = 1 (every GEMM
+# compute-bound on the toy GPU):
+#   QKV 2*64*192*64 = 1,572,864   proj 2*64*64*64 = 524,288
+#   FC1 = FC2 = 2*64*256*64 = 2,097,152            GEMMs: 6,291,456 FLOPs
+#   QK^T and AV: 2*64*64*8 * 8 heads = 524,288 each; the softmax,
+#   dropout and mask stream 8*64*64 scores * 9 B = 294,912 B
+#   norms, dropout-adds: 64*64*22 B = 90,112; GeLU 64*256*4 B = 65,536
+GEMM_S = 6_291_456e-12
+CORE_S = (2 * 524_288 + 294_912) * 1e-12
+ELEM_S = (90_112 + 65_536) * 1e-12
+FWD_S = GEMM_S + CORE_S + ELEM_S
+
+
+# ---------------------------------------------------------------- compute
+def test_compute_layer_kernels_roofline_by_hand():
+    lt = layer_times(TOY_GPU, b=1, s=64, h=64, a=8, ffn=256, t=1)
+    assert lt.gemm_fwd_s == pytest.approx(GEMM_S)
+    assert lt.attn_core_fwd_s == pytest.approx(CORE_S)
+    assert lt.elementwise_fwd_s == pytest.approx(ELEM_S)
+    # FlashAttention: causal half of 4 b s^2 d a FLOPs at 0.7 of peak
+    fa = layer_times(TOY_GPU, b=1, s=64, h=64, a=8, ffn=256, t=1,
+                     flash_attention=True)
+    assert fa.attn_core_fwd_s == pytest.approx(0.5 * 4 * 64 * 64 * 64
+                                               / 0.7e12)
+
+
+# --------------------------------------------------------------------- TP
+def test_tp_compute_is_3_forwards_plus_the_recomputed_one():
+    assert tp_cost(ctx(recompute="none")).compute_s == pytest.approx(
+        3 * FWD_S)
+    assert tp_cost(ctx(recompute="full")).compute_s == pytest.approx(
+        4 * FWD_S)
+    assert tp_cost(ctx(recompute="selective")).compute_s == pytest.approx(
+        3 * FWD_S + CORE_S)
+
+
+def test_tp_unfused_grad_accumulation_streams_10_bytes_per_param():
+    unfused = tp_cost(ctx(fused_grad_accumulation=False)).compute_s
+    assert unfused - 3 * FWD_S == pytest.approx(
+        10 * MODEL.params_per_layer * 1e-12)
+
+
+@pytest.mark.parametrize("recompute,count", [("none", 4), ("selective", 4),
+                                             ("full", 6)])
+def test_tp_allreduces_per_layer_4_or_6_with_full_recompute(recompute,
+                                                             count):
+    c = ctx(tp=8, recompute=recompute, sequence_parallel=True)
+    one = best_for_shape("allreduce", 1 * 64 * 64 * 2.0, TOY, 8, 1, 8).time_s
+    assert one > 0
+    assert tp_cost(c).comm_s == pytest.approx(count * one)
+    assert tp_cost(c).detail["allreduce_bytes"] == 64 * 64 * 2
+
+
+def test_tp_activation_bytes_per_layer_is_sbh_over_t_times_34():
+    # Korthikanti 2022 table 2 with SP, no score term (FlashAttention):
+    # s b h / t * 34 = 64 * 64 / 8 * 34 = 17,408 bytes
+    c = ctx(tp=8, sequence_parallel=True, flash_attention=True)
+    assert tp_cost(c).memory["activations_per_layer"] == 17_408
+
+
+# --------------------------------------------------------------------- CP
+def test_cp_attention_against_all_keys_and_exposed_kv_exchange():
+    long = Transformer(8, 64, 8, 128, 128)        # cp 2: 64 tokens per GPU
+    c = ctx(model=long, cp=2, recompute="full")
+    cost = cp_cost(c)
+    # the other rank's block: (cp - 1) more attention cores, in the
+    # forward, the backward (x2) and the recomputed forward
+    assert cost.compute_s == pytest.approx(4 * 1 * CORE_S)
+    # one pass: (cp - 1) NVLink steps of K and V, b s/cp 2 h 2 B = 16,384 B
+    nvl = TOY.nvlink
+    one_pass = 1 * (nvl.latency_s + 16_384 / nvl.bytes_per_s)
+    assert cost.detail["kv_exchange_s"] == pytest.approx(one_pass)
+    # hidden behind cp attention cores of compute, 4 passes
+    assert cost.comm_s == pytest.approx(4 * max(0.0, one_pass - 2 * CORE_S))
+    assert cp_cost(ctx()).compute_s == cp_cost(ctx()).comm_s == 0
+
+
+# --------------------------------------------------------------------- EP
+def test_ep_dispatch_and_combine_all_to_all_every_pass():
+    moe = Transformer(8, 64, 8, 64, 128, experts=8, top_k=2)
+    c = ctx(nodes=1, model=moe, dp=8, global_batch=8, ep=8,
+            capacity_factor=1.25)
+    # b s top_k cf h 2 B = 64 * 2 * 1.25 * 64 * 2 = 20,480 bytes each way
+    one = best_for_shape("all_to_all", 20_480.0, TOY, 8, 1, 8).time_s
+    assert ep_cost(c).comm_s == pytest.approx(3 * 2 * one)
+
+
+# --------------------------------------------------------------------- PP
+def test_pp_bubble_p_minus_1_over_v_stages_and_p2p_bsh_over_t():
+    c = ctx(pp=4, global_batch=8, interleave=2)
+    per_layer = 1e-3
+    cost = pp_cost(c, per_layer)
+    nvl = TOY.nvlink
+    # 2 directions x v chunks x (latency + b s h / t * 2 B)
+    p2p = 2 * 2 * (nvl.latency_s + 64 * 64 * 2 / nvl.bytes_per_s)
+    assert p2p_s(c) == pytest.approx(p2p)
+    head = cost.detail["logits_s"]
+    # 8 layers over 4 stages: 2 each; the last also runs the output layer
+    stages = [2 * per_layer + p2p] * 3 + [2 * per_layer + p2p + head]
+    avg = sum(stages) / 4
+    assert cost.parts["pp_bubble"] == pytest.approx(3 * avg / 2)
+    assert cost.parts["pp_imbalance"] == pytest.approx(8 * (stages[-1] - avg))
+    assert cost.parts["pp_p2p"] == pytest.approx(8 * p2p)
+
+
+# ----------------------------------------------------------------- DP/ZeRO
+def test_dp_sync_allreduce_fp32_grads_or_rs_plus_ag_per_zero_stage():
+    kw = dict(nodes=2, dp=16, global_batch=16)
+    P = ctx(**kw).params_gpu
+    # 8 layers + tied embedding and positions, over one stage and t = 1
+    assert P == 8 * MODEL.params_per_layer + (128 + 64) * 64
+    shape = (16, 2, 8)
+
+    def t(coll, nbytes):
+        return best_for_shape(coll, float(nbytes), TOY, *shape).time_s
+    assert sync_s(ctx(zero=0, **kw)) == pytest.approx(t("allreduce", 4 * P))
+    rs, ag = t("reduce_scatter", 4 * P), t("all_gather", 2 * P)
+    assert sync_s(ctx(zero=1, **kw)) == pytest.approx(rs + ag)
+    assert sync_s(ctx(zero=2, **kw)) == pytest.approx(rs + ag)
+    assert sync_s(ctx(zero=3, **kw)) == pytest.approx(rs + 2 * ag)
+
+
+def test_dp_overlap_window_is_the_backward_of_the_first_stage():
+    kw = dict(nodes=2, dp=16, global_batch=16)
+    # backward = 2 forwards per layer, 8 layers
+    assert overlap_window_s(ctx(**kw)) == pytest.approx(8 * 2 * FWD_S)
+    # ZeRO-3 also hides the forward gather behind the forward
+    assert overlap_window_s(ctx(zero=3, **kw)) == pytest.approx(
+        8 * 3 * FWD_S)
+    assert overlap_window_s(ctx(overlap_dp=False, **kw)) == 0.0
+    c = ctx(**kw)
+    assert dp_cost(c).comm_s == pytest.approx(
+        max(0.0, sync_s(c) - 16 * FWD_S))
+
+
+def test_dp_optimizer_sharded_over_dp_from_zero_stage_1():
+    kw = dict(nodes=2, dp=16, global_batch=16)
+    P = 8 * MODEL.params_per_layer + (128 + 64) * 64
+    # Adam streams 32 bytes per parameter it updates, at 1 TB/s
+    assert optimizer_s(ctx(zero=0, **kw)) == pytest.approx(32 * P * 1e-12)
+    assert optimizer_s(ctx(zero=1, **kw)) == pytest.approx(
+        32 * P / 16 * 1e-12)
+    mem = dp_cost(ctx(zero=1, **kw)).memory
+    assert mem["optimizer"] == pytest.approx(12 * P / 16)
+    assert mem["grads"] == 4 * P and mem["weights"] == 2 * P
+
+
+# ------------------------------------------------------------------ driver
+def test_driver_sums_the_axes():
+    c = ctx(pp=2, dp=2, nodes=1, global_batch=8, recompute="full")
+    r = step(MODEL, Cluster(TOY, 1), c.layout)
+    tp, pp, dp = r.axes["tp"], r.axes["pp"], r.axes["dp"]
+    m, layers = 4, 4                             # 8 / 2, 8 layers / 2
+    assert r.parts["compute"] == pytest.approx(
+        m * layers * tp.compute_s + m * pp.detail["logits_s"] / 2)
+    assert r.parts["tp_comm"] == 0.0             # tp = 1
+    assert r.parts["optimizer"] == dp.compute_s
+    assert sum(r.parts.values()) == pytest.approx(r.total_s)
+    assert r.memory.activations_bytes == pp.memory["activations"]
+
+
+def test_mfu_and_hfu_count_what_they_say():
+    c = ctx(global_batch=2, recompute="full")
+    r = step(MODEL, Cluster(TOY, 1), c.layout)
+    # Megatron: 96 B s l h^2 (1 + s/6h + V/16lh) with recomputation,
+    # 72 ... without; B = 2, s = 64, l = 8, h = 64, V = 128
+    full = 96 * 2 * 64 * 8 * 64 ** 2 * (1 + 64 / 384 + 128 / (16 * 8 * 64))
+    assert r.hfu * 1e12 * r.total_s == pytest.approx(full, rel=0.03)
+    assert r.mfu / r.hfu == pytest.approx(
+        MODEL.flops_per_sample("none") / MODEL.flops_per_sample("full"))
+    assert r.peak_tflops == 1.0 and r.flops_formula == "megatron"
+    assert r.tflops_per_gpu == pytest.approx(r.hfu * r.peak_tflops)
+    # torchtitan: 6 N + 12 l h s per token, N = layers + output layer
+    tt = step(MODEL, Cluster(TOY, 1), replace(c.layout, recompute="none"),
+              flops_formula="6N+attn")
+    N = 8 * MODEL.params_per_layer - 8 * 4 * 64 + 128 * 64   # no norms
+    per_token = 6 * N + 12 * 8 * 64 * 64
+    assert tt.mfu * 1e12 * tt.total_s == pytest.approx(2 * 64 * per_token)
+    assert tt.hfu == tt.mfu
+
+
+def test_layout_is_one_value_and_refuses_bad_sizes():
+    lay = Layout(tp=2, pp=2, dp=4, global_batch=32, micro_batch=2)
+    assert (lay.world, lay.m) == (16, 4)
+    with pytest.raises(ValueError, match="global_batch"):
+        Layout(tp=1, pp=1, dp=3, global_batch=8)
+    with pytest.raises(ValueError, match="zero"):
+        Layout(tp=1, pp=1, dp=1, global_batch=1, zero=4)
+    with pytest.raises(ValueError, match="recompute"):
+        Layout(tp=1, pp=1, dp=1, global_batch=1, recompute="some")
+    with pytest.raises(ValueError, match="tp"):
+        Layout(tp=0, pp=1, dp=1, global_batch=1)
