@@ -116,13 +116,15 @@ def test_cp_attention_against_all_keys_and_exposed_kv_exchange():
     cost = cp_cost(c)
     # the other rank's block: (cp - 1) more attention cores, in the
     # forward, the backward (x2) and the recomputed forward
-    assert cost.compute_s == pytest.approx(4 * 1 * CORE_S)
     # one pass: (cp - 1) NVLink steps of K and V, b s/cp 2 h 2 B = 16,384 B
     nvl = TOY.nvlink
     one_pass = 1 * (nvl.latency_s + 16_384 / nvl.bytes_per_s)
     assert cost.detail["kv_exchange_s"] == pytest.approx(one_pass)
     # hidden behind cp attention cores of compute, 4 passes
     assert cost.comm_s == pytest.approx(4 * max(0.0, one_pass - 2 * CORE_S))
+    # while hidden it holds 4 of the GPU's 132 SMs (2 channels per rank)
+    hidden = 4 * min(one_pass, 2 * CORE_S)
+    assert cost.compute_s == pytest.approx(4 * 1 * CORE_S + hidden * 4 / 132)
     assert cp_cost(ctx()).compute_s == cp_cost(ctx()).comm_s == 0
 
 
@@ -175,13 +177,41 @@ def test_dp_overlap_window_is_the_backward_of_the_first_stage():
     kw = dict(nodes=2, dp=16, global_batch=16)
     # backward = 2 forwards per layer, 8 layers
     assert overlap_window_s(ctx(**kw)) == pytest.approx(8 * 2 * FWD_S)
-    # ZeRO-3 also hides the forward gather behind the forward
-    assert overlap_window_s(ctx(zero=3, **kw)) == pytest.approx(
-        8 * 3 * FWD_S)
     assert overlap_window_s(ctx(overlap_dp=False, **kw)) == 0.0
     c = ctx(**kw)
     assert dp_cost(c).comm_s == pytest.approx(
         max(0.0, sync_s(c) - 16 * FWD_S))
+
+
+def test_dp_hidden_sync_holds_nccl_channels_worth_of_sms():
+    c = ctx(nodes=2, dp=16, global_batch=16)
+    cost = dp_cost(c)
+    hidden = cost.detail["sync_s"] - cost.comm_s
+    assert hidden > 0
+    # 8 ranks per node: 16 channels, one SM each, of the toy's 132
+    assert cost.parts["dp_contention"] == pytest.approx(hidden * 16 / 132)
+    assert cost.compute_s == pytest.approx(cost.parts["optimizer"]
+                                           + cost.parts["dp_contention"])
+
+
+def test_fsdp_gathers_per_layer_every_microbatch_first_and_last_exposed():
+    from warmup_kit.parallelism.costs.dp import (fsdp_exposed_s,
+                                                 fsdp_layer_collectives_s)
+    c = ctx(nodes=2, dp=16, global_batch=32, zero=3)    # m = 2
+    ag, rs = fsdp_layer_collectives_s(c)
+    layer = c.params_gpu / 8
+    shape = (16, 2, 8)
+    assert ag == pytest.approx(best_for_shape(
+        "all_gather", 2 * layer, TOY, *shape).time_s)
+    assert rs == pytest.approx(best_for_shape(
+        "reduce_scatter", 4 * layer, TOY, *shape).time_s)
+    fwd, bwd = FWD_S, 2 * FWD_S
+    per_mb = (ag + rs + 7 * max(0.0, ag - fwd) + 7 * max(0.0, ag + rs - bwd)
+              + max(0.0, ag - bwd))
+    assert fsdp_exposed_s(c) == pytest.approx(2 * per_mb)
+    assert dp_cost(c).detail["sync_s"] == pytest.approx(2 * 8 * (2 * ag + rs))
+    off = ctx(nodes=2, dp=16, global_batch=32, zero=3, overlap_dp=False)
+    assert fsdp_exposed_s(off) == pytest.approx(2 * 8 * (2 * ag + rs))
 
 
 def test_dp_optimizer_sharded_over_dp_from_zero_stage_1():
@@ -205,7 +235,7 @@ def test_driver_sums_the_axes():
     assert r.parts["compute"] == pytest.approx(
         m * layers * tp.compute_s + m * pp.detail["logits_s"] / 2)
     assert r.parts["tp_comm"] == 0.0             # tp = 1
-    assert r.parts["optimizer"] == dp.compute_s
+    assert r.parts["optimizer"] + r.parts["dp_contention"] == dp.compute_s
     assert sum(r.parts.values()) == pytest.approx(r.total_s)
     assert r.memory.activations_bytes == pp.memory["activations"]
 
@@ -241,3 +271,29 @@ def test_layout_is_one_value_and_refuses_bad_sizes():
         Layout(tp=1, pp=1, dp=1, global_batch=1, recompute="some")
     with pytest.raises(ValueError, match="tp"):
         Layout(tp=0, pp=1, dp=1, global_batch=1)
+
+
+# --------------------------------------------- kernels by generation (item 5)
+def test_compute_attention_kernel_efficiency_from_published_benchmarks():
+    from warmup_kit.model.hardware import A100, H100
+    from warmup_kit.parallelism.compute import attention_efficiency
+    # FA2 ~335 TFLOP/s on H100 (FA3 paper), ~190 on A100 (FA2 paper)
+    assert attention_efficiency(H100, "fa2") == pytest.approx(335 / 989)
+    assert attention_efficiency(A100, "fa2") == pytest.approx(190 / 312)
+    assert attention_efficiency(H100, "fa3") == pytest.approx(550 / 989)
+    assert attention_efficiency(H100) == pytest.approx(0.7 * 0.75)
+    with pytest.raises(ValueError, match="fa3"):
+        attention_efficiency(A100, "fa3")
+
+
+def test_compute_fp8_cast_bytes_quantize_and_transpose_by_hand():
+    from warmup_kit.parallelism.compute import fp8_cast_bytes
+    # bs = 1, h = kv = 4, ffn = 16, t = 1:
+    #   GEMM inputs 4 + 4 + 4 + 16 = 28, outputs 12 + 4 + 16 + 4 = 36,
+    #   weights 4*12 + 2*16 + 2*4*16 = 208
+    #   3 * 28 (fwd quantize) + 5 * 36 (grad quantize + transpose)
+    #   + 2 * 28 (input transpose) + 5 * 208 (weights) = 1360, per forward
+    #   (a third): 453.33
+    assert fp8_cast_bytes(1, 4, 4, 16, 1) == pytest.approx(1360 / 3)
+    bf = layer_times(TOY_GPU, b=1, s=64, h=64, a=8, ffn=256, t=1)
+    assert bf.elementwise_fwd_s == pytest.approx(ELEM_S)

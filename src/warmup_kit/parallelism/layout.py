@@ -41,6 +41,9 @@ class Layout:
         layer_split: layers per pipeline stage (``None``: as even as
             possible, the first and last stages lighter).
         capacity_factor: MoE expert capacity (tokens padded to it).
+        attention_kernel: "auto", "fa2" or "fa3": the fused attention's
+            efficiency (:func:`warmup_kit.parallelism.compute.
+            attention_efficiency`).
     """
 
     tp: int
@@ -61,6 +64,7 @@ class Layout:
     precision: str = "bf16"
     layer_split: tuple[int, ...] | None = None
     capacity_factor: float = 1.0
+    attention_kernel: str = "auto"
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp", "cp", "ep", "micro_batch",

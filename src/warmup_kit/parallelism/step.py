@@ -259,6 +259,7 @@ def iteration_time(model: Transformer, cluster: Cluster, *, tp: int, pp: int,
                    layer_split: tuple[int, ...] | None = None, cp: int = 1,
                    zero: int = 0, ep: int = 1,
                    capacity_factor: float = 1.0,
+                   attention_kernel: str = "auto",
                    flops_formula: str = "megatron") -> IterationResult:
     """Time of one training iteration of ``model`` on ``cluster``: the
     keyword form of :func:`step` (the fields of
@@ -278,5 +279,6 @@ def iteration_time(model: Transformer, cluster: Cluster, *, tp: int, pp: int,
                  flash_attention=flash_attention,
                  fused_grad_accumulation=fused_grad_accumulation,
                  order=tuple(order), precision=precision,
-                 layer_split=layer_split, capacity_factor=capacity_factor)
+                 layer_split=layer_split, capacity_factor=capacity_factor,
+                 attention_kernel=attention_kernel)
     return step(model, cluster, lay, flops_formula=flops_formula)

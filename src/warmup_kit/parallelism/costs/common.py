@@ -199,7 +199,8 @@ def context(model, cluster: Cluster, lay: Layout) -> Context:
                      a=model.heads, ffn=ffn, t=lay.tp,
                      sequence_parallel=lay.sequence_parallel,
                      flash_attention=flash, precision=lay.precision,
-                     kv_dim=model.kv_dim)
+                     kv_dim=model.kv_dim,
+                     attention_kernel=lay.attention_kernel)
     return Context(model, cluster, lay, lay.m, b, s, split, flash, fused, lt,
                    shapes_of(lay, cluster.system),
                    params_per_gpu(model, lay, split))

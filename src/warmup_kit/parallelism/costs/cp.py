@@ -11,12 +11,13 @@ does the same share of the causal attention). In every layer each rank
 * passes its K and V blocks around the CP ring, ``cp - 1`` steps of
   ``b (s/cp) 2 kv_dim / t`` elements per pass, overlapped with the
   attention of the blocks it already holds; only what the attention cannot
-  cover is exposed.
+  cover is exposed, and the hidden part holds SMs (:mod:`.overlap`).
 """
 from __future__ import annotations
 
 from warmup_kit.parallelism.compute import BYTES
 from warmup_kit.parallelism.costs.common import AxisCost, Context
+from warmup_kit.parallelism.costs.overlap import contention_s
 
 
 def ring_pass_s(ctx: Context) -> float:
@@ -42,5 +43,7 @@ def cp_cost(ctx: Context) -> AxisCost:
     runs = 3 + (rc != "none")            # fwd, bwd (x2), recomputed fwd
     exchange = ring_pass_s(ctx)
     exposed = ctx.passes * max(0.0, exchange - cp * own)
-    return AxisCost(compute_s=runs * (cp - 1) * own, comm_s=exposed,
+    lost = contention_s(ctx.gpu.name, ctx.passes * min(exchange, cp * own),
+                        ctx.shapes["cp"])
+    return AxisCost(compute_s=runs * (cp - 1) * own + lost, comm_s=exposed,
                     detail={"kv_exchange_s": exchange}, per="layer")
