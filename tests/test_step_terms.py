@@ -297,3 +297,15 @@ def test_compute_fp8_cast_bytes_quantize_and_transpose_by_hand():
     assert fp8_cast_bytes(1, 4, 4, 16, 1) == pytest.approx(1360 / 3)
     bf = layer_times(TOY_GPU, b=1, s=64, h=64, a=8, ffn=256, t=1)
     assert bf.elementwise_fwd_s == pytest.approx(ELEM_S)
+
+
+def test_memory_precheck_is_the_memory_step_reports():
+    from warmup_kit.model.hardware import cluster
+    from warmup_kit.parallelism.step import memory
+    big = Transformer(32, 4096, 32, 4096, 51200, kv_heads=8)
+    c = cluster("dgx-h100", 8)
+    for kw in (dict(tp=8, pp=2, dp=4, zero=1, interleave=2),
+               dict(tp=2, pp=1, dp=8, cp=4, zero=3, recompute="selective"),
+               dict(tp=1, pp=4, dp=16, layer_split=(7, 9, 9, 7))):
+        lay = Layout(global_batch=64, **kw)
+        assert memory(big, c, lay) == step(big, c, lay).memory

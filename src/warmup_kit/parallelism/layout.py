@@ -11,6 +11,7 @@ fields it needs.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 RECOMPUTE = ("full", "selective", "none")
 #: ZeRO stage -> (weights, gradients, optimizer state) sharded over DP
@@ -81,6 +82,9 @@ class Layout:
             raise ValueError(f"recompute must be 'full', 'selective' or "
                              f"'none', got {self.recompute!r}")
         object.__setattr__(self, "order", tuple(self.order))
+        if self.layer_split is not None:
+            object.__setattr__(self, "layer_split",
+                               tuple(int(x) for x in self.layer_split))
         if self.cp > 1 and self.order != DEFAULT_ORDER:
             raise ValueError("cp > 1 needs the default order")
         if self.dp % self.ep:
@@ -126,8 +130,14 @@ def stage_layers(layers: int, pp: int,
     embedding and the output layer) get the fewer: 126 layers over 16
     stages is 7, 8 x 14, 7.
     """
+    return _stage_layers(layers, pp, None if split is None
+                         else tuple(int(x) for x in split))
+
+
+@lru_cache(maxsize=4096)
+def _stage_layers(layers: int, pp: int,
+                  split: tuple[int, ...] | None) -> tuple[int, ...]:
     if split is not None:
-        split = tuple(int(x) for x in split)
         if len(split) != pp or min(split) < 1 or sum(split) != layers:
             raise ValueError(f"layer_split must be {pp} positive counts "
                              f"adding up to {layers}, got {split}")

@@ -24,18 +24,21 @@ it. The FLOP formula is named (:data:`FLOP_FORMULAS`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from warmup_kit.model.hardware import Cluster
-from warmup_kit.parallelism.costs.common import context
+from warmup_kit.parallelism.costs.common import (
+    context, flash_and_fused, params_per_gpu, shapes_of)
 from warmup_kit.parallelism.costs.cp import cp_cost
 from warmup_kit.parallelism.costs.dp import dp_cost
 from warmup_kit.parallelism.costs.ep import ep_cost
 from warmup_kit.parallelism.costs.pp import pp_cost
 from warmup_kit.parallelism.costs.tp import tp_cost
 from warmup_kit.parallelism.layout import Layout, stage_layers
-from warmup_kit.parallelism.memory import GIB, Memory
+from warmup_kit.parallelism.memory import (
+    GIB, Memory, activations_per_gpu, model_state_bytes)
 
-__all__ = ["Transformer", "IterationResult", "Layout", "step",
+__all__ = ["Transformer", "IterationResult", "Layout", "step", "memory",
            "iteration_time", "stage_layers", "FLOP_FORMULAS"]
 
 #: The FLOP counts a source may use, by name.
@@ -82,18 +85,18 @@ class Transformer:
         if self.experts and not 1 <= self.top_k <= self.experts:
             raise ValueError("top_k must be in 1..experts")
 
-    @property
+    @cached_property
     def kv_dim(self) -> int:
         """Width of K (and of V): kv_heads * head dim (grouped-query
         attention, Ainslie et al. 2023; = hidden without it)."""
         return self.kv_heads * (self.hidden // self.heads)
 
-    @property
+    @cached_property
     def attn_params_per_layer(self) -> int:
         h = self.hidden
         return 2 * h * h + 2 * h * self.kv_dim + 2 * h + 2 * self.kv_dim
 
-    @property
+    @cached_property
     def ffn_params_per_layer(self) -> int:
         """FFN weights and biases: one FFN, or ``experts`` of them plus the
         router (Fedus et al. 2022)."""
@@ -101,17 +104,17 @@ class Transformer:
         one = 2 * h * f + f + h
         return one * self.experts + h * self.experts if self.experts else one
 
-    @property
+    @cached_property
     def active_ffn(self) -> int:
         """FFN width a token passes through: ``top_k`` experts' worth."""
         return self.ffn * (self.top_k if self.experts else 1)
 
-    @property
+    @cached_property
     def params_per_layer(self) -> int:
         return (self.attn_params_per_layer + self.ffn_params_per_layer
                 + 4 * self.hidden)                         # + layer norms
 
-    @property
+    @cached_property
     def params(self) -> int:
         """Total parameters (tied input/output embedding)."""
         return (self.layers * self.params_per_layer
@@ -148,7 +151,7 @@ class Transformer:
         logits = 6 * s * h * self.vocab
         return self.layers * (passes * (fwd_layer + core) + extra) + logits
 
-    @property
+    @cached_property
     def active_ffn_params_per_layer(self) -> float:
         """FFN weights a token passes through (``top_k`` experts)."""
         one = 2 * self.hidden * self.ffn + self.ffn + self.hidden
@@ -201,6 +204,30 @@ class IterationResult:
     def model_tflops_per_gpu(self) -> float:
         """Model TFLOP/s per GPU: ``mfu * peak``."""
         return self.mfu * self.peak_tflops
+
+
+def memory(model: Transformer, cluster: Cluster, layout: Layout) -> Memory:
+    """Bytes per GPU of ``layout`` without pricing its time (what the
+    layout search asks first): the DP axis's model state and the
+    pipeline's activations, as :func:`step` reports them."""
+    layout.check(model, cluster.n_gpus)
+    split = stage_layers(model.layers, layout.pp, layout.layer_split)
+    flash, _ = flash_and_fused(layout, cluster.system)
+    w, g, o = layout.shards
+    weights, grads, opt = model_state_bytes(
+        params_per_gpu=params_per_gpu(model, layout, split),
+        dp=shapes_of(layout, cluster.system)["dp"][0],
+        layers_per_stage=max(split), distributed_optimizer=o,
+        shard_grads=g, shard_weights=w)
+    acts = activations_per_gpu(
+        b=layout.micro_batch, s=model.seq // layout.cp, h=model.hidden,
+        a=model.heads, vocab=model.vocab, t=layout.tp, p=layout.pp,
+        m=layout.m, layers_per_stage=max(split),
+        interleave=layout.interleave, recompute=layout.recompute,
+        sequence_parallel=layout.sequence_parallel, flash_attention=flash,
+        kv_fraction=model.kv_dim / model.hidden)
+    return Memory(weights, grads, opt, acts,
+                  cluster.system.gpu.hbm_gb * GIB)
 
 
 def step(model: Transformer, cluster: Cluster, layout: Layout, *,
@@ -270,15 +297,25 @@ def iteration_time(model: Transformer, cluster: Cluster, *, tp: int, pp: int,
     GPU r. Flash attention and fused gradient accumulation default to on
     for Hopper and newer, off on A100 (the software of each era).
     """
+    lay = layout_of(tp=tp, pp=pp, dp=dp, global_batch=global_batch,
+                    micro_batch=micro_batch, recompute=recompute,
+                    interleave=interleave, overlap_dp=overlap_dp,
+                    sequence_parallel=sequence_parallel,
+                    flash_attention=flash_attention,
+                    distributed_optimizer=distributed_optimizer,
+                    fused_grad_accumulation=fused_grad_accumulation,
+                    order=order, precision=precision,
+                    layer_split=layer_split, cp=cp, zero=zero, ep=ep,
+                    capacity_factor=capacity_factor,
+                    attention_kernel=attention_kernel)
+    return step(model, cluster, lay, flops_formula=flops_formula)
+
+
+def layout_of(*, distributed_optimizer: bool = False, zero: int = 0,
+              order=("dp", "pp", "tp"), **kw) -> Layout:
+    """A :class:`Layout` from :func:`iteration_time`'s keywords
+    (``distributed_optimizer=True`` is ZeRO stage 1)."""
     if distributed_optimizer:
         zero = max(zero, 1)
-    lay = Layout(tp=tp, pp=pp, dp=dp, global_batch=global_batch,
-                 micro_batch=micro_batch, cp=cp, ep=ep, zero=zero,
-                 interleave=interleave, recompute=recompute,
-                 overlap_dp=overlap_dp, sequence_parallel=sequence_parallel,
-                 flash_attention=flash_attention,
-                 fused_grad_accumulation=fused_grad_accumulation,
-                 order=tuple(order), precision=precision,
-                 layer_split=layer_split, capacity_factor=capacity_factor,
-                 attention_kernel=attention_kernel)
-    return step(model, cluster, lay, flops_formula=flops_formula)
+    return Layout(zero=zero, order=tuple(order), **kw)
+

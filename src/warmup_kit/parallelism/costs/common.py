@@ -185,14 +185,20 @@ def params_per_gpu(model, lay: Layout, split: tuple[int, ...]) -> float:
     return heavy / lay.tp
 
 
+def flash_and_fused(lay: Layout, system: System) -> tuple[bool, bool]:
+    """FlashAttention and fused gradient accumulation: as the layout says,
+    else the software of the GPU's era (on for Hopper and newer)."""
+    modern = "A100" not in system.gpu.name
+    return (modern if lay.flash_attention is None else lay.flash_attention,
+            modern if lay.fused_grad_accumulation is None
+            else lay.fused_grad_accumulation)
+
+
 def context(model, cluster: Cluster, lay: Layout) -> Context:
     """The :class:`Context` of ``model`` on ``cluster`` under ``lay``."""
     lay.check(model, cluster.n_gpus)
     split = stage_layers(model.layers, lay.pp, lay.layer_split)
-    modern = "A100" not in cluster.system.gpu.name    # each era's software
-    flash = modern if lay.flash_attention is None else lay.flash_attention
-    fused = (modern if lay.fused_grad_accumulation is None
-             else lay.fused_grad_accumulation)
+    flash, fused = flash_and_fused(lay, cluster.system)
     b, s = lay.micro_batch, model.seq // lay.cp
     ffn = model.active_ffn * (lay.capacity_factor if model.experts else 1.0)
     lt = layer_times(cluster.system.gpu, b=b, s=s, h=model.hidden,
