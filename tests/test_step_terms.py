@@ -309,3 +309,24 @@ def test_memory_precheck_is_the_memory_step_reports():
                dict(tp=1, pp=4, dp=16, layer_split=(7, 9, 9, 7))):
         lay = Layout(global_batch=64, **kw)
         assert memory(big, c, lay) == step(big, c, lay).memory
+
+
+def test_hsdp_shards_inside_the_node_and_all_reduces_across_replicas():
+    from warmup_kit.parallelism.costs.dp import (fsdp_layer_collectives_s,
+                                                 replica_allreduce_s)
+    kw = dict(nodes=2, dp=16, global_batch=16, zero=3)
+    h = ctx(shard_group=8, **kw)
+    assert h.shapes["shard"] == (8, 1, 8)       # one node, NVLink only
+    assert h.shapes["replica"] == (2, 2, 1)     # one rank in each node
+    P = h.params_gpu
+    ag, rs = fsdp_layer_collectives_s(h)
+    assert ag == pytest.approx(best_for_shape(
+        "all_gather", 2 * P / 8, TOY, 8, 1, 8).time_s)
+    # the fp32 gradient shard, 4 P / 8 bytes, across the 2 replicas
+    assert replica_allreduce_s(h) == pytest.approx(best_for_shape(
+        "allreduce", 4 * P / 8, TOY, 2, 2, 1).time_s)
+    mem = dp_cost(h).memory
+    assert mem["optimizer"] == pytest.approx(12 * P / 8)   # not / 16
+    assert mem["grads"] == pytest.approx(4 * P / 8)
+    with pytest.raises(ValueError, match="shard_group"):
+        Layout(tp=1, pp=1, dp=16, global_batch=16, zero=1, shard_group=8)

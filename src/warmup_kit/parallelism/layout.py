@@ -42,6 +42,10 @@ class Layout:
         layer_split: layers per pipeline stage (``None``: as even as
             possible, the first and last stages lighter).
         capacity_factor: MoE expert capacity (tokens padded to it).
+        shard_group: HSDP (FSDP's hybrid sharding, Zhao et al. 2023,
+            section 3.2.2): ZeRO-3 shards over groups of this many
+            consecutive DP ranks and replicates across the groups
+            (0: shard over the whole DP group).
         attention_kernel: "auto", "fa2" or "fa3": the fused attention's
             efficiency (:func:`warmup_kit.parallelism.compute.
             attention_efficiency`).
@@ -66,6 +70,7 @@ class Layout:
     layer_split: tuple[int, ...] | None = None
     capacity_factor: float = 1.0
     attention_kernel: str = "auto"
+    shard_group: int = 0
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp", "cp", "ep", "micro_batch",
@@ -87,6 +92,11 @@ class Layout:
                                tuple(int(x) for x in self.layer_split))
         if self.cp > 1 and self.order != DEFAULT_ORDER:
             raise ValueError("cp > 1 needs the default order")
+        if self.shard_group and (self.zero != 3 or self.dp % self.shard_group
+                                 or self.cp > 1
+                                 or self.order != DEFAULT_ORDER):
+            raise ValueError("shard_group (HSDP) needs zero=3, cp=1, the "
+                             "default order, and must divide dp")
         if self.dp % self.ep:
             raise ValueError("ep must divide dp and the number of experts")
 

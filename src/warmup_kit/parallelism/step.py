@@ -216,7 +216,7 @@ def memory(model: Transformer, cluster: Cluster, layout: Layout) -> Memory:
     w, g, o = layout.shards
     weights, grads, opt = model_state_bytes(
         params_per_gpu=params_per_gpu(model, layout, split),
-        dp=shapes_of(layout, cluster.system)["dp"][0],
+        dp=layout.shard_group or shapes_of(layout, cluster.system)["dp"][0],
         layers_per_stage=max(split), distributed_optimizer=o,
         shard_grads=g, shard_weights=w)
     acts = activations_per_gpu(
@@ -286,7 +286,7 @@ def iteration_time(model: Transformer, cluster: Cluster, *, tp: int, pp: int,
                    layer_split: tuple[int, ...] | None = None, cp: int = 1,
                    zero: int = 0, ep: int = 1,
                    capacity_factor: float = 1.0,
-                   attention_kernel: str = "auto",
+                   attention_kernel: str = "auto", shard_group: int = 0,
                    flops_formula: str = "megatron") -> IterationResult:
     """Time of one training iteration of ``model`` on ``cluster``: the
     keyword form of :func:`step` (the fields of
@@ -307,7 +307,8 @@ def iteration_time(model: Transformer, cluster: Cluster, *, tp: int, pp: int,
                     order=order, precision=precision,
                     layer_split=layer_split, cp=cp, zero=zero, ep=ep,
                     capacity_factor=capacity_factor,
-                    attention_kernel=attention_kernel)
+                    attention_kernel=attention_kernel,
+                    shard_group=shard_group)
     return step(model, cluster, lay, flops_formula=flops_formula)
 
 

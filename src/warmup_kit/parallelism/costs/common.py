@@ -9,7 +9,7 @@ model prices), and the parameters one GPU holds.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import numpy as np
@@ -142,10 +142,26 @@ def group_shapes(tp: int, cp: int, pp: int, dp: int, ep: int,
             "ep": shape_of_ranks(ep_groups, isl)}
 
 
+@lru_cache(maxsize=4096)
+def hsdp_shapes(tp: int, pp: int, dp: int, g: int,
+                isl: int) -> dict[str, tuple[int, int, int]]:
+    """Shapes of HSDP's shard groups (``g`` consecutive DP ranks) and
+    replica groups (one rank of each shard group)."""
+    grid = np.arange(tp * pp * dp).reshape(dp, pp, tp)
+    by_dp = np.moveaxis(grid, 0, -1).reshape(-1, dp // g, g)
+    return {"shard": shape_of_ranks(by_dp.reshape(-1, g), isl),
+            "replica": shape_of_ranks(
+                np.moveaxis(by_dp, 1, -1).reshape(-1, dp // g), isl)}
+
+
 def shapes_of(lay: Layout, system: System) -> dict:
-    """Shapes of the TP, CP, DP and EP groups of ``lay`` on ``system``."""
+    """Shapes of the TP, CP, DP and EP groups of ``lay`` on ``system``
+    (and HSDP's shard and replica groups)."""
     isl = island(system)
     tp, pp, dp, cp, ep = lay.tp, lay.pp, lay.dp, lay.cp, lay.ep
+    if lay.shard_group:
+        out = shapes_of(replace(lay, shard_group=0), system)
+        return {**out, **hsdp_shapes(tp, pp, dp, lay.shard_group, isl)}
     if cp == 1 and ep == 1:
         return {"tp": _grid_shape(tp, pp, dp, lay.order, "tp", isl),
                 "dp": _grid_shape(tp, pp, dp, lay.order, "dp", isl),

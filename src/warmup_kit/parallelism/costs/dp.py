@@ -21,6 +21,10 @@ one iteration.
   Small per-GPU batches shrink the compute and expose the gathers; a DP
   group over many nodes makes them slower (the NCCL model picks ring or
   tree for the group's shape).
+* HSDP (``shard_group``): the per-layer gathers and scatters run on the
+  shard group only (inside a node when it fits), and once per iteration
+  the gradient shards are all-reduced across the replicas, behind the last
+  backward like plain DP; the model state is sharded over the shard group.
 * The optimizer step (Adam) is memory-bound: 32 bytes per parameter it
   updates (read fp32 weight, moments and gradient, write weight and
   moments, write the bf16 copy), over the DP group's shards when the
@@ -60,7 +64,7 @@ def sync_s(ctx: Context) -> float:
 def fsdp_layer_collectives_s(ctx: Context) -> tuple[float, float]:
     """(all-gather of one layer's bf16 weights, reduce-scatter of its fp32
     gradients) on the DP (x CP) group."""
-    shape = ctx.shapes["dp"]
+    shape = ctx.shapes["shard" if ctx.layout.shard_group else "dp"]
     layer = ctx.params_gpu / max(ctx.split)
     return (collective_s(ctx.cluster, "all_gather", WEIGHT_BYTES * layer,
                          shape),
@@ -84,6 +88,14 @@ def fsdp_exposed_s(ctx: Context) -> float:
     return ctx.m * per_mb
 
 
+def replica_allreduce_s(ctx: Context) -> float:
+    """HSDP: the all-reduce of each rank's fp32 gradient shard across the
+    replica group, once per iteration."""
+    return collective_s(ctx.cluster, "allreduce",
+                        GRAD_BYTES * ctx.params_gpu / ctx.layout.shard_group,
+                        ctx.shapes["replica"])
+
+
 def overlap_window_s(ctx: Context) -> float:
     """Compute the synchronisation of stages 0-2 can hide behind: the
     backward of the first stage's layers (2 forwards each)."""
@@ -97,7 +109,7 @@ def overlap_window_s(ctx: Context) -> float:
 def optimizer_s(ctx: Context) -> float:
     """The Adam step over the parameters this GPU updates."""
     shard = ctx.layout.shards[2]
-    n = ctx.shapes["dp"][0]
+    n = ctx.layout.shard_group or ctx.shapes["dp"][0]
     return stream_s(ctx.gpu, ADAM_BYTES_PER_PARAM * ctx.params_gpu
                     / (n if shard else 1))
 
@@ -105,16 +117,22 @@ def optimizer_s(ctx: Context) -> float:
 def dp_cost(ctx: Context) -> AxisCost:
     """One iteration: exposed synchronisation, the optimizer step, and the
     model state in memory."""
+    shard_n = ctx.shapes["dp"][0]
     if ctx.layout.zero == 3 and ctx.shapes["dp"][0] > 1:
         ag, rs = fsdp_layer_collectives_s(ctx)
         sync = ctx.m * max(ctx.split) * (2 * ag + rs)
         exposed = fsdp_exposed_s(ctx)
+        if ctx.layout.shard_group:
+            shard_n = ctx.layout.shard_group
+            replicas = replica_allreduce_s(ctx)
+            sync += replicas
+            exposed += max(0.0, replicas - overlap_window_s(ctx))
     else:
         sync = sync_s(ctx)
         exposed = max(0.0, sync - overlap_window_s(ctx))
     w, g, o = ctx.layout.shards
     weights, grads, opt = model_state_bytes(
-        params_per_gpu=ctx.params_gpu, dp=ctx.shapes["dp"][0],
+        params_per_gpu=ctx.params_gpu, dp=shard_n,
         layers_per_stage=max(ctx.split), distributed_optimizer=o,
         shard_grads=g, shard_weights=w)
     opt_s = optimizer_s(ctx)
