@@ -132,6 +132,13 @@ class Transformer:
         (``2 N + 4 l h s`` per token) under "full", the attention core
         under "selective".
         """
+        cache = self.__dict__.setdefault("_flops", {})   # frozen: no setattr
+        key = (recompute, formula)
+        if key not in cache:
+            cache[key] = self._flops_per_sample(recompute, formula)
+        return cache[key]
+
+    def _flops_per_sample(self, recompute: str, formula: str) -> float:
         if formula not in FLOP_FORMULAS:
             raise ValueError(f"formula must be one of {sorted(FLOP_FORMULAS)}"
                              f", got {formula!r}")
