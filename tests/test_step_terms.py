@@ -330,3 +330,21 @@ def test_hsdp_shards_inside_the_node_and_all_reduces_across_replicas():
     assert mem["grads"] == pytest.approx(4 * P / 8)
     with pytest.raises(ValueError, match="shard_group"):
         Layout(tp=1, pp=1, dp=16, global_batch=16, zero=1, shard_group=8)
+
+
+def test_cp_allgather_kv_exposed_every_pass_as_llama3_describes():
+    from warmup_kit.parallelism.costs.cp import allgather_kv_s
+    long = Transformer(8, 64, 8, 256, 128, kv_heads=2)   # kv_dim 16
+    c = ctx(model=long, cp=4, recompute="full", cp_attention="allgather")
+    # K and V of the whole sequence: 256 tokens * 2 * 16 * 2 B = 16,384 B
+    ag, rs = allgather_kv_s(c)
+    assert ag == pytest.approx(best_for_shape(
+        "all_gather", 16_384.0, TOY, 4, 1, 4).time_s)
+    assert rs == pytest.approx(best_for_shape(
+        "reduce_scatter", 16_384.0, TOY, 4, 1, 4).time_s)
+    cost = cp_cost(c)
+    # gathers in the forward, the recomputed forward and the backward,
+    # one reduce-scatter of dK, dV; nothing hidden
+    assert cost.comm_s == pytest.approx(3 * ag + rs)
+    own = c.lt.attn_core_fwd_s
+    assert cost.compute_s == pytest.approx(4 * 3 * own)

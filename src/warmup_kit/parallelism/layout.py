@@ -42,6 +42,8 @@ class Layout:
         layer_split: layers per pipeline stage (``None``: as even as
             possible, the first and last stages lighter).
         capacity_factor: MoE expert capacity (tokens padded to it).
+        cp_attention: "ring" (ring attention, overlapped) or "allgather"
+            (all-gather K/V first, as Llama 3 does).
         shard_group: HSDP (FSDP's hybrid sharding, Zhao et al. 2023,
             section 3.2.2): ZeRO-3 shards over groups of this many
             consecutive DP ranks and replicates across the groups
@@ -71,6 +73,7 @@ class Layout:
     capacity_factor: float = 1.0
     attention_kernel: str = "auto"
     shard_group: int = 0
+    cp_attention: str = "ring"
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp", "cp", "ep", "micro_batch",
@@ -92,6 +95,8 @@ class Layout:
                                tuple(int(x) for x in self.layer_split))
         if self.cp > 1 and self.order != DEFAULT_ORDER:
             raise ValueError("cp > 1 needs the default order")
+        if self.cp_attention not in ("ring", "allgather"):
+            raise ValueError("cp_attention must be 'ring' or 'allgather'")
         if self.shard_group and (self.zero != 3 or self.dp % self.shard_group
                                  or self.cp > 1
                                  or self.order != DEFAULT_ORDER):

@@ -19,8 +19,12 @@ rows outside their tolerance, which mechanism the model leaves out.
 
 Settings a source does not print follow one rule for every row: sequence
 parallelism whenever TP > 1; Megatron's distributed optimizer (ZeRO-1) for
-Megatron/NeMo runs; FSDP = ZeRO-3; no recomputation unless printed;
-micro-batch 1 unless printed. Llama shapes are the Meta model cards';
+Megatron/NeMo runs; FSDP = ZeRO-3; no recomputation unless printed, or
+the least that fits when the published layout does not fit without it
+(the Llama 3 rows: full); micro-batch 1 unless printed; Llama 3's
+interleave depth, not printed, is 2; its FSDP "without resharding after
+the forward" is ZeRO-2; its long-context rows use the all-gather context
+parallelism its section 3.3.2 describes. Llama shapes are the Meta model cards';
 SwiGLU's three h x f matrices are entered as a two-matrix FFN of width
 1.5 f (same FLOPs and parameters).
 """
@@ -304,8 +308,8 @@ NEW_ROWS = [
         formula="6N+attn", axes=("interleaved",)),
     Row("llama3-405b-128k-cp16", _seq(L405, 131072), META_ROCE_H100, 16384,
         dict(tp=8, pp=16, dp=8, cp=16, global_batch=128, micro_batch=1,
-             interleave=2, zero=2, recompute="full"),
-        "tflops_model", 380, LLAMA3 + ", 16,384 GPUs, 131,072 tokens", +5.5,
+             interleave=2, zero=2, recompute="full", cp_attention="allgather"),
+        "tflops_model", 380, LLAMA3 + ", 16,384 GPUs, 131,072 tokens", -1.9,
         formula="6N+attn", axes=("CP", "interleaved")),
 ]
 

@@ -12,11 +12,18 @@ does the same share of the causal attention). In every layer each rank
   ``b (s/cp) 2 kv_dim / t`` elements per pass, overlapped with the
   attention of the blocks it already holds; only what the attention cannot
   cover is exposed, and the hidden part holds SMs (:mod:`.overlap`).
+
+With ``cp_attention="allgather"`` (the variant Llama 3 describes: Llama
+Team 2024, section 3.3.2) each rank instead all-gathers the full K and V
+of the sequence before its attention and reduce-scatters their gradients
+after the backward; with grouped-query attention these are small, and
+they are not overlapped (exposed in full, in every pass).
 """
 from __future__ import annotations
 
 from warmup_kit.parallelism.compute import BYTES
-from warmup_kit.parallelism.costs.common import AxisCost, Context
+from warmup_kit.parallelism.costs.common import AxisCost, Context, \
+    collective_s
 from warmup_kit.parallelism.costs.overlap import contention_s
 
 
@@ -33,6 +40,17 @@ def ring_pass_s(ctx: Context) -> float:
     return (cp - 1) * (link.latency_s + block / link.bytes_per_s)
 
 
+def allgather_kv_s(ctx: Context) -> tuple[float, float]:
+    """(all-gather of K and V, reduce-scatter of their gradients) of one
+    layer on the CP group: each rank's share is its block, ``b (s/cp)
+    2 kv_dim / t`` elements."""
+    block = ctx.b * ctx.s * 2 * ctx.model.kv_dim / ctx.layout.tp * BYTES
+    full = block * ctx.layout.cp
+    return (collective_s(ctx.cluster, "all_gather", full, ctx.shapes["cp"]),
+            collective_s(ctx.cluster, "reduce_scatter", full,
+                         ctx.shapes["cp"]))
+
+
 def cp_cost(ctx: Context) -> AxisCost:
     """One layer, one micro-batch: the attention against the other ranks'
     keys, and the KV exchange left exposed."""
@@ -41,6 +59,13 @@ def cp_cost(ctx: Context) -> AxisCost:
         return AxisCost(per="layer")
     own = ctx.lt.attn_core_fwd_s
     runs = 3 + (rc != "none")            # fwd, bwd (x2), recomputed fwd
+    if ctx.layout.cp_attention == "allgather":
+        ag, rs = allgather_kv_s(ctx)
+        gathers = 1 + (rc == "full") + 1         # fwd, recomputed fwd, bwd
+        return AxisCost(compute_s=runs * (cp - 1) * own,
+                        comm_s=gathers * ag + rs,
+                        detail={"kv_allgather_s": ag, "kv_grad_rs_s": rs},
+                        per="layer")
     exchange = ring_pass_s(ctx)
     exposed = ctx.passes * max(0.0, exchange - cp * own)
     lost = contention_s(ctx.gpu.name, ctx.passes * min(exchange, cp * own),

@@ -12,6 +12,12 @@ the cost of one iteration.
   link between consecutive stages, not overlapped.
 * Memory: the first stage holds ``min(p, m)`` micro-batches in flight
   (``x (1 + (p-1)/(p v))`` when interleaved).
+
+What the model assumes: the 1F1B family only (no zero-bubble schedules,
+whose backward split into input and weight gradients fills the bubble), a
+micro-batch count that is a whole multiple of nothing in particular (Llama
+3's flexible count is accepted, but its tuning of the schedule to it is
+not modelled), and sends that are not overlapped with compute.
 """
 from __future__ import annotations
 
