@@ -348,3 +348,17 @@ def test_cp_allgather_kv_exposed_every_pass_as_llama3_describes():
     assert cost.comm_s == pytest.approx(3 * ag + rs)
     own = c.lt.attn_core_fwd_s
     assert cost.compute_s == pytest.approx(4 * 3 * own)
+
+
+def test_compute_eager_llama_elementwise_bytes_op_by_op():
+    from warmup_kit.parallelism.compute import eager_llama_bytes
+    # h = 8, kv = 4, SwiGLU f = 16 (two-matrix width 24), t = 1, 1 token:
+    #   norms 72*8 + residuals 12*8 + RoPE 20*(8+4) + repeat_kv 4*4 + 4*8
+    #   + contiguous output 4*8 + SwiGLU 10*16 = 576+96+240+16+32+32+160
+    assert eager_llama_bytes(1, 8, 4, 24, 1) == 1152
+    # t = 2 with sequence parallelism: everything split in two
+    assert eager_llama_bytes(1, 8, 4, 24, 2, True) == 576
+    eager = layer_times(TOY_GPU, b=1, s=64, h=64, a=8, ffn=256, t=1,
+                        kernels="eager-llama")
+    assert eager.elementwise_fwd_s == pytest.approx(
+        eager_llama_bytes(64, 64, 64, 256, 1) * 1e-12)

@@ -81,7 +81,8 @@ def layer_times(gpu: GPU, *, b: int, s: int, h: int, a: int, ffn: float,
                 flash_attention: bool = False,
                 precision: str = "bf16",
                 kv_dim: int | None = None,
-                attention_kernel: str = "auto") -> LayerTimes:
+                attention_kernel: str = "auto",
+                kernels: str = "fused") -> LayerTimes:
     """Forward kernel times of one layer for a micro-batch of ``b``.
 
     Args:
@@ -95,6 +96,9 @@ def layer_times(gpu: GPU, *, b: int, s: int, h: int, a: int, ffn: float,
             head still meets every key).
         attention_kernel: the fused attention's efficiency
             (:func:`attention_efficiency`).
+        kernels: "fused" (Megatron's fused norm, bias-GeLU and dropout-add
+            kernels) or "eager-llama" (the Llama block op by op, as eager
+            PyTorch runs it: :func:`eager_llama_bytes`).
     """
     kv = h if kv_dim is None else kv_dim
     # FP8 training (Transformer Engine, torchao float8) runs the linear
@@ -123,8 +127,42 @@ def layer_times(gpu: GPU, *, b: int, s: int, h: int, a: int, ffn: float,
     if sequence_parallel:
         replicated /= t
     gelu = bs * ffn / t * 2 * BYTES                               # r+w
+    if kernels == "eager-llama":
+        replicated, gelu = eager_llama_bytes(bs, h, kv, ffn, t,
+                                             sequence_parallel), 0.0
+    elif kernels != "fused":
+        raise ValueError(f"kernels must be 'fused' or 'eager-llama', got "
+                         f"{kernels!r}")
     casts = fp8_cast_bytes(bs, h, kv, ffn, t) if precision == "fp8" else 0.0
     return LayerTimes(gemm, attn, stream_s(gpu, replicated + gelu + casts))
+
+
+def eager_llama_bytes(bs: float, h: int, kv: int, ffn: float,
+                      t: int, sequence_parallel: bool = False) -> float:
+    """HBM bytes of a Llama block's elementwise ops, forward, when eager
+    PyTorch runs them one kernel each (torchtitan's Llama 3 model code
+    without ``torch.compile``), per TP rank; ``ffn`` is the two-matrix
+    width 1.5 f of SwiGLU's f.
+
+    Per element (bf16 = 2 B, the norms and RoPE in fp32 = 4 B):
+
+    * RMSNorm, twice: ``x.float()`` (2 + 4), ``pow`` (4 + 4), ``mean``
+      (4), ``x * rsqrt`` (4 + 4), ``type_as`` (4 + 2), ``* weight``
+      (2 + 2): 36 B of h, 72 h;
+    * RoPE on q and k: to fp32 complex (2 + 4), multiply (4 + 4), back
+      (4 + 2): 20 B of ``h + kv`` (over t);
+    * grouped K/V expanded to every head (``repeat_kv``): read 2 kv,
+      write 2 h, for K and for V; the attention output made contiguous
+      (2 + 2) h (over t);
+    * two residual adds (2 + 2 + 2) h;
+    * SwiGLU: ``silu`` (2 + 2) and the product (2 + 2 + 2) of f.
+
+    The norms and residual adds are split over t with sequence parallelism.
+    """
+    f = ffn / 1.5
+    replicated = (72 + 12) * h / (t if sequence_parallel else 1)
+    return bs * (replicated
+                 + (20 * (h + kv) + 4 * kv + 4 * h + 4 * h + 10 * f) / t)
 
 
 #: bytes per element: quantize bf16 -> fp8 (read 2, write 1), transpose an

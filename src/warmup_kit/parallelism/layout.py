@@ -42,6 +42,8 @@ class Layout:
         layer_split: layers per pipeline stage (``None``: as even as
             possible, the first and last stages lighter).
         capacity_factor: MoE expert capacity (tokens padded to it).
+        kernels: "fused" or "eager-llama" (elementwise kernels as eager
+            PyTorch runs a Llama block).
         cp_attention: "ring" (ring attention, overlapped) or "allgather"
             (all-gather K/V first, as Llama 3 does).
         shard_group: HSDP (FSDP's hybrid sharding, Zhao et al. 2023,
@@ -74,6 +76,7 @@ class Layout:
     attention_kernel: str = "auto"
     shard_group: int = 0
     cp_attention: str = "ring"
+    kernels: str = "fused"
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp", "cp", "ep", "micro_batch",

@@ -294,7 +294,7 @@ def iteration_time(model: Transformer, cluster: Cluster, *, tp: int, pp: int,
                    zero: int = 0, ep: int = 1,
                    capacity_factor: float = 1.0,
                    attention_kernel: str = "auto", shard_group: int = 0,
-                   cp_attention: str = "ring",
+                   cp_attention: str = "ring", kernels: str = "fused",
                    flops_formula: str = "megatron") -> IterationResult:
     """Time of one training iteration of ``model`` on ``cluster``: the
     keyword form of :func:`step` (the fields of
@@ -316,7 +316,8 @@ def iteration_time(model: Transformer, cluster: Cluster, *, tp: int, pp: int,
                     layer_split=layer_split, cp=cp, zero=zero, ep=ep,
                     capacity_factor=capacity_factor,
                     attention_kernel=attention_kernel,
-                    shard_group=shard_group, cp_attention=cp_attention)
+                    shard_group=shard_group, cp_attention=cp_attention,
+                    kernels=kernels)
     return step(model, cluster, lay, flops_formula=flops_formula)
 
 

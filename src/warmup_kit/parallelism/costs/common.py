@@ -222,7 +222,8 @@ def context(model, cluster: Cluster, lay: Layout) -> Context:
                      sequence_parallel=lay.sequence_parallel,
                      flash_attention=flash, precision=lay.precision,
                      kv_dim=model.kv_dim,
-                     attention_kernel=lay.attention_kernel)
+                     attention_kernel=lay.attention_kernel,
+                     kernels=lay.kernels)
     return Context(model, cluster, lay, lay.m, b, s, split, flash, fused, lt,
                    shapes_of(lay, cluster.system),
                    params_per_gpu(model, lay, split))
