@@ -52,13 +52,19 @@ def a2a_bytes_per_token(hidden: int, top_k: int, capacity_factor: float,
 
 
 def zero_traffic_bytes(params: float, stage: int, dp: int,
-                       grad_bytes: int = 4, weight_bytes: int = 2) -> float:
+                       grad_bytes: int = 4, weight_bytes: int = 2,
+                       micro_batches: int = 1) -> float:
     """Bytes one GPU sends per step for data parallelism at ZeRO ``stage``
     (ring collectives, ``(dp-1)/dp`` of each pass): stages 0-2 reduce the
     gradients and gather the weights once (2 passes), stage 3 gathers the
-    weights for the forward and again for the backward (3 passes)."""
+    weights for the forward and again for the backward and reduce-scatters
+    the gradients, layer by layer, for every one of ``micro_batches``
+    (3 passes each, as FSDP2 runs gradient accumulation by default; the
+    step model, :mod:`warmup_kit.parallelism.costs.dp`, does the same)."""
     f = (dp - 1) / dp
     passes = grad_bytes + weight_bytes * (2 if stage == 3 else 1)
+    if stage == 3:
+        passes *= micro_batches
     if stage == 0:           # plain DP all-reduces the gradients: 2 passes
         passes = 2 * grad_bytes
     return f * params * passes
