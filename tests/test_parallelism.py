@@ -13,20 +13,10 @@ import pytest
 from warmup_kit.model.hardware import cluster
 from warmup_kit.parallelism.step import Transformer, iteration_time
 from warmup_kit.parallelism.search import search
+from warmup_kit.parallelism.validation import (KORTHIKANTI_2022,
+                                               NARAYANAN_2021_TABLE_1)
 
-NARAYANAN_2021_TABLE_1 = [
-    # billions, heads, hidden, layers, t, p, GPUs, batch, TFLOP/s per GPU
-    (1.7, 24, 2304, 24, 1, 1, 32, 512, 137),
-    (3.6, 32, 3072, 30, 2, 1, 64, 512, 138),
-    (7.5, 32, 4096, 36, 4, 1, 128, 512, 142),
-    (18.4, 48, 6144, 40, 8, 1, 256, 1024, 135),
-    (39.1, 64, 8192, 48, 8, 2, 512, 1536, 138),
-    (76.1, 80, 10240, 60, 8, 4, 1024, 1792, 140),
-    (145.6, 96, 12288, 80, 8, 8, 1536, 2304, 148),
-    (310.1, 128, 16384, 96, 8, 16, 1920, 2160, 155),
-    (529.6, 128, 20480, 105, 8, 35, 2520, 2520, 163),
-    (1008.0, 160, 25600, 128, 8, 64, 3072, 3072, 163),
-]
+# billions, heads, hidden, layers, t, p, GPUs, batch, TFLOP/s per GPU
 
 
 def _row(billions, heads, hidden, layers, t, p, gpus, batch, **kw):
@@ -143,13 +133,8 @@ def test_rejects_bad_layouts():
 # Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
 # Transformer Models", Tables 3 and 5: A100, seq 2048, micro-batch 1,
 # sequence parallelism + selective recomputation; model FLOPs utilization.
-KORTHIKANTI_2022 = [
-    # name, layers, hidden, heads, t, p, GPUs, batch, MFU %
-    ("22B", 48, 6144, 64, 8, 1, 8, 4, 41.5),
-    ("175B", 96, 12288, 96, 8, 8, 64, 64, 51.4),
-    ("530B", 105, 20480, 128, 8, 35, 280, 280, 56.0),
-    ("1T", 128, 25600, 160, 8, 64, 512, 512, 56.3),
-]
+#   (KORTHIKANTI_2022: name, layers, hidden, heads, t, p, GPUs, batch,
+#   MFU %)
 
 
 @pytest.mark.parametrize("row", KORTHIKANTI_2022,

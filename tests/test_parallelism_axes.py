@@ -143,3 +143,12 @@ def test_cp_rule_of_thumb():
     from warmup_kit.parallelism.axes import cp_hidden_tokens
     assert cp_hidden_tokens(1e15, 50e9, hidden=8192, kv_dim=1024) == \
         pytest.approx(2500.0)
+
+
+def test_fsdp_traffic_repeats_every_micro_batch():
+    one = zero_traffic_bytes(1e9, 3, 8, 2, 2)
+    assert zero_traffic_bytes(1e9, 3, 8, 2, 2, micro_batches=4) == \
+        pytest.approx(4 * one)
+    # stages 0-2 synchronise once per step however many micro-batches
+    assert zero_traffic_bytes(1e9, 1, 8, 2, 2, micro_batches=4) == \
+        zero_traffic_bytes(1e9, 1, 8, 2, 2)

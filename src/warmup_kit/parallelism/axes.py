@@ -1,4 +1,7 @@
-"""The newer parallel axes, as costs (book, Chapter 1).
+"""The newer parallel axes: byte counts and rules of thumb (Chapter 1).
+
+Their step-time costs live in :mod:`warmup_kit.parallelism.costs` (one
+module per axis); this module keeps what the chapters quote.
 
 * Context parallelism (ring attention; Liu et al. 2023, Megatron-LM's
   ``context_parallel_size``): the sequence is split over ``cp`` ranks; in
@@ -22,64 +25,12 @@ orders tp-cp-...-dp-pp when PP spans nodes); expert-parallel groups are
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from warmup_kit.parallelism.costs.common import collective_s
+from warmup_kit.parallelism.layout import ZERO_SHARDS
 
-import numpy as np
-
-from warmup_kit.model.hardware import Cluster
-from warmup_kit.model.nccl import best_for_shape
-
-#: ZeRO stage -> (weights, gradients, optimizer state) sharded over DP
-ZERO_SHARDS = {0: (False, False, False), 1: (False, False, True),
-               2: (False, True, True), 3: (True, True, True)}
-
-
-def shape_of_ranks(ranks: np.ndarray, island: int) -> tuple[int, int, int]:
-    """(n, islands, ranks per island) of the worst of several groups;
-    ``ranks`` has one group per row, GPU ids = ranks."""
-    g = np.sort(np.asarray(ranks) // island, axis=1)
-    N = int((np.diff(g, axis=1) != 0).sum(axis=1).max()) + 1
-    n = g.shape[1]
-    return n, N, max(1, n // N)
-
-
-@lru_cache(maxsize=4096)
-def group_shapes(tp: int, cp: int, pp: int, dp: int, ep: int,
-                 island: int) -> dict[str, tuple[int, int, int]]:
-    """Shapes of the CP, DP (x CP: the ranks that share weights) and EP
-    groups in the grid (dp, pp, cp, tp), TP innermost."""
-    grid = np.arange(tp * cp * pp * dp).reshape(dp, pp, cp, tp)
-    cp_groups = np.moveaxis(grid, 2, -1).reshape(-1, cp)
-    dpcp = np.moveaxis(grid, (0, 2), (-2, -1)).reshape(-1, dp * cp)
-    ep_groups = np.moveaxis(grid, 0, -1).reshape(-1, dp)
-    ep_groups = ep_groups.reshape(-1, dp // ep, ep).reshape(-1, ep)
-    return {"cp": shape_of_ranks(cp_groups, island),
-            "dp": shape_of_ranks(dpcp, island),
-            "ep": shape_of_ranks(ep_groups, island)}
-
-
-def collective_s(cluster: Cluster, collective: str, nbytes: float,
-                 shape: tuple[int, int, int]) -> float:
-    """NCCL-model time of one collective on a group of ``shape``."""
-    n, N, k = shape
-    if n < 2:
-        return 0.0
-    return best_for_shape(collective, float(nbytes), cluster.system,
-                          n, N, k).time_s
-
-
-def ring_attention_s(cluster: Cluster, *, b: int, s_local: float,
-                     kv_dim: int, t: int, cp: int, bytes_per: int,
-                     shape: tuple[int, int, int]) -> float:
-    """One pass (forward) of ring attention's KV exchange for one layer:
-    ``cp - 1`` point-to-point steps of a K and a V block."""
-    if cp < 2:
-        return 0.0
-    n, N, k = shape
-    link = cluster.system.nic if N > 1 else (cluster.system.nvlink
-                                             or cluster.system.pcie)
-    block = b * s_local * 2 * kv_dim / t * bytes_per
-    return (cp - 1) * (link.latency_s + block / link.bytes_per_s)
+__all__ = ["ZERO_SHARDS", "collective_s", "moe_all_to_all_s",
+           "a2a_bytes_per_token", "zero_traffic_bytes", "comm_bound_tokens",
+           "cp_hidden_tokens"]
 
 
 def moe_all_to_all_s(cluster: Cluster, *, tokens: float, hidden: int,
@@ -101,13 +52,19 @@ def a2a_bytes_per_token(hidden: int, top_k: int, capacity_factor: float,
 
 
 def zero_traffic_bytes(params: float, stage: int, dp: int,
-                       grad_bytes: int = 4, weight_bytes: int = 2) -> float:
+                       grad_bytes: int = 4, weight_bytes: int = 2,
+                       micro_batches: int = 1) -> float:
     """Bytes one GPU sends per step for data parallelism at ZeRO ``stage``
     (ring collectives, ``(dp-1)/dp`` of each pass): stages 0-2 reduce the
     gradients and gather the weights once (2 passes), stage 3 gathers the
-    weights for the forward and again for the backward (3 passes)."""
+    weights for the forward and again for the backward and reduce-scatters
+    the gradients, layer by layer, for every one of ``micro_batches``
+    (3 passes each, as FSDP2 runs gradient accumulation by default; the
+    step model, :mod:`warmup_kit.parallelism.costs.dp`, does the same)."""
     f = (dp - 1) / dp
     passes = grad_bytes + weight_bytes * (2 if stage == 3 else 1)
+    if stage == 3:
+        passes *= micro_batches
     if stage == 0:           # plain DP all-reduces the gradients: 2 passes
         passes = 2 * grad_bytes
     return f * params * passes

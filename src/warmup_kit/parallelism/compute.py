@@ -24,6 +24,28 @@ from warmup_kit.model.hardware import GPU
 BYTES = 2            # bf16 / fp16 activations and weights
 FLASH_EFFICIENCY = 0.7   # fused attention vs plain GEMM efficiency (FA2
 #                          reaches ~50-73% of A100 peak: Dao 2023, sec. 4)
+#: Fused attention kernels, forward + backward, causal, head dim 128, long
+#: sequences, as a fraction of the GPU's dense BF16 peak (the FLOPs of the
+#: computed causal half), from the kernels' own published benchmarks:
+#: FlashAttention-2 on A100 ~190 TFLOP/s (Dao 2023, figure 6); on H100
+#: ~335 TFLOP/s (Shah et al. 2024, FlashAttention-3, figure 7, the FA2
+#: bars); FlashAttention-3 (and cuDNN's Hopper kernels, which reach the
+#: same class) ~550 TFLOP/s on H100 (Shah et al. 2024, figures 5 and 7).
+#: "auto" is FLASH_EFFICIENCY x the GPU's GEMM efficiency.
+ATTENTION_EFFICIENCY = {("fa2", "A100"): 190 / 312, ("fa2", "H100"): 335 / 989,
+                        ("fa3", "H100"): 550 / 989}
+
+
+def attention_efficiency(gpu: GPU, kernel: str = "auto") -> float:
+    """Fraction of dense BF16 peak a fused attention ``kernel`` ("auto",
+    "fa2", "fa3") reaches on ``gpu`` (:data:`ATTENTION_EFFICIENCY`)."""
+    if kernel == "auto":
+        return FLASH_EFFICIENCY * gpu.gemm_efficiency
+    for (k, name), eff in ATTENTION_EFFICIENCY.items():
+        if k == kernel and name in gpu.name:
+            return eff
+    raise ValueError(f"no published {kernel!r} figure for {gpu.name}; "
+                     f"choose 'auto' or one of {sorted(ATTENTION_EFFICIENCY)}")
 
 
 @dataclass(frozen=True)
@@ -58,7 +80,9 @@ def layer_times(gpu: GPU, *, b: int, s: int, h: int, a: int, ffn: float,
                 t: int, sequence_parallel: bool = False,
                 flash_attention: bool = False,
                 precision: str = "bf16",
-                kv_dim: int | None = None) -> LayerTimes:
+                kv_dim: int | None = None,
+                attention_kernel: str = "auto",
+                kernels: str = "fused") -> LayerTimes:
     """Forward kernel times of one layer for a micro-batch of ``b``.
 
     Args:
@@ -70,6 +94,11 @@ def layer_times(gpu: GPU, *, b: int, s: int, h: int, a: int, ffn: float,
         kv_dim: width of K and V (grouped-query attention); default ``h``.
             The QKV GEMM shrinks; the attention core does not (every query
             head still meets every key).
+        attention_kernel: the fused attention's efficiency
+            (:func:`attention_efficiency`).
+        kernels: "fused" (Megatron's fused norm, bias-GeLU and dropout-add
+            kernels) or "eager-llama" (the Llama block op by op, as eager
+            PyTorch runs it: :func:`eager_llama_bytes`).
     """
     kv = h if kv_dim is None else kv_dim
     # FP8 training (Transformer Engine, torchao float8) runs the linear
@@ -85,8 +114,8 @@ def layer_times(gpu: GPU, *, b: int, s: int, h: int, a: int, ffn: float,
     if flash_attention:
         # causal: about half of the s x s tiles are computed
         flops = 0.5 * 4.0 * b * s * s * d * heads
-        attn = flops / (gpu.peak_flops(attn_prec) * gpu.gemm_efficiency
-                        * FLASH_EFFICIENCY)
+        attn = flops / (gpu.peak_flops(attn_prec)
+                        * attention_efficiency(gpu, attention_kernel))
     else:
         scores = b * heads * s * s
         attn = (gemm_s(gpu, s, s, d, b * heads, attn_prec)      # QK^T
@@ -98,7 +127,69 @@ def layer_times(gpu: GPU, *, b: int, s: int, h: int, a: int, ffn: float,
     if sequence_parallel:
         replicated /= t
     gelu = bs * ffn / t * 2 * BYTES                               # r+w
-    return LayerTimes(gemm, attn, stream_s(gpu, replicated + gelu))
+    if kernels == "eager-llama":
+        replicated, gelu = eager_llama_bytes(bs, h, kv, ffn, t,
+                                             sequence_parallel), 0.0
+    elif kernels != "fused":
+        raise ValueError(f"kernels must be 'fused' or 'eager-llama', got "
+                         f"{kernels!r}")
+    casts = fp8_cast_bytes(bs, h, kv, ffn, t) if precision == "fp8" else 0.0
+    return LayerTimes(gemm, attn, stream_s(gpu, replicated + gelu + casts))
+
+
+def eager_llama_bytes(bs: float, h: int, kv: int, ffn: float,
+                      t: int, sequence_parallel: bool = False) -> float:
+    """HBM bytes of a Llama block's elementwise ops, forward, when eager
+    PyTorch runs them one kernel each (torchtitan's Llama 3 model code
+    without ``torch.compile``), per TP rank; ``ffn`` is the two-matrix
+    width 1.5 f of SwiGLU's f.
+
+    Per element (bf16 = 2 B, the norms and RoPE in fp32 = 4 B):
+
+    * RMSNorm, twice: ``x.float()`` (2 + 4), ``pow`` (4 + 4), ``mean``
+      (4), ``x * rsqrt`` (4 + 4), ``type_as`` (4 + 2), ``* weight``
+      (2 + 2): 36 B of h, 72 h;
+    * RoPE on q and k: to fp32 complex (2 + 4), multiply (4 + 4), back
+      (4 + 2): 20 B of ``h + kv`` (over t);
+    * grouped K/V expanded to every head (``repeat_kv``): read 2 kv,
+      write 2 h, for K and for V; the attention output made contiguous
+      (2 + 2) h (over t);
+    * two residual adds (2 + 2 + 2) h;
+    * SwiGLU: ``silu`` (2 + 2) and the product (2 + 2 + 2) of f.
+
+    The norms and residual adds are split over t with sequence parallelism.
+    """
+    f = ffn / 1.5
+    replicated = (72 + 12) * h / (t if sequence_parallel else 1)
+    return bs * (replicated
+                 + (20 * (h + kv) + 4 * kv + 4 * h + 4 * h + 10 * f) / t)
+
+
+#: bytes per element: quantize bf16 -> fp8 (read 2, write 1), transpose an
+#: fp8 copy (read 1, write 1)
+FP8_CAST, FP8_TRANSPOSE = 3, 2
+
+
+def fp8_cast_bytes(bs: float, h: int, kv: int, ffn: float, t: int) -> float:
+    """Memory traffic of FP8 training's casts in one layer, per forward
+    (a third of forward + backward, the unit :class:`LayerTimes` counts).
+
+    Transformer Engine's FP8 recipe (its documentation, "Using FP8 with
+    Transformer Engine"; Micikevicius et al. 2022, FP8 formats): every
+    linear layer quantizes its input in the forward; in the backward it
+    quantizes the output gradient and keeps transposed FP8 copies of that
+    gradient and of the input (Hopper's FP8 GEMMs take only one
+    layout); the weights are quantized and transposed once per
+    micro-batch. Scaling factors (amax) are a few bytes and left out.
+    Casts fused into a preceding norm are counted as separate passes.
+    """
+    inputs = bs * (2 * h + h / t + ffn / t)         # QKV, FC1 | proj | FC2
+    outputs = bs * ((h + 2 * kv) / t + h + ffn / t + h)
+    weights = (h * (h + 2 * kv) + 2 * h * h + 2 * h * ffn) / t
+    total = (FP8_CAST * inputs
+             + (FP8_CAST + FP8_TRANSPOSE) * outputs + FP8_TRANSPOSE * inputs
+             + (FP8_CAST + FP8_TRANSPOSE) * weights)
+    return total / 3
 
 
 def logits_fwd_s(gpu: GPU, *, b: int, s: int, h: int, vocab: int, t: int,

@@ -71,22 +71,17 @@ def activation_bytes_per_layer(*, b: int, s: int, h: int, a: int, t: int,
     return sbh * (10 + 24 / t + attn / t)
 
 
-def memory_per_gpu(*, params_per_gpu: float, capacity_bytes: float,
-                   b: int, s: int, h: int, a: int, vocab: int, t: int, p: int,
-                   m: int, layers_per_stage: int, interleave: int,
-                   recompute: str, sequence_parallel: bool,
-                   flash_attention: bool, dp: int,
-                   distributed_optimizer: bool = False,
-                   shard_grads: bool = False, shard_weights: bool = False,
-                   kv_fraction: float = 1.0) -> Memory:
-    """Memory of the first pipeline stage (the one that holds the most).
-
-    ``distributed_optimizer``, ``shard_grads`` and ``shard_weights`` are
-    ZeRO stages 1, 2 and 3 over ``dp`` ranks (stage 3 also holds one
-    layer's gathered weights, twice for prefetch). ``kv_fraction`` (K/V
-    width over hidden, grouped-query attention) shrinks the K and V part
-    of the activations: 4 of the 34 bytes per token and hidden unit.
-    """
+def activations_per_gpu(*, b: int, s: int, h: int, a: int, vocab: int,
+                        t: int, p: int, m: int, layers_per_stage: int,
+                        interleave: int, recompute: str,
+                        sequence_parallel: bool, flash_attention: bool,
+                        kv_fraction: float = 1.0) -> float:
+    """Activation bytes the first pipeline stage holds at its peak: the
+    layers' stored activations for every micro-batch in flight under 1F1B,
+    one layer rebuilt in full under full recomputation, and the fp32 logits
+    on a one-stage pipeline. ``kv_fraction`` (K/V width over hidden,
+    grouped-query attention) shrinks the K and V part of the activations:
+    4 of the 34 bytes per token and hidden unit."""
     per_layer = activation_bytes_per_layer(
         b=b, s=s, h=h, a=a, t=t, recompute=recompute,
         sequence_parallel=sequence_parallel, flash_attention=flash_attention)
@@ -103,9 +98,44 @@ def memory_per_gpu(*, params_per_gpu: float, capacity_bytes: float,
             flash_attention=flash_attention)
     if p == 1:                    # the same GPU also holds the logits
         acts += 4 * s * b * vocab / t
+    return acts
+
+
+def model_state_bytes(*, params_per_gpu: float, dp: int,
+                      layers_per_stage: int,
+                      distributed_optimizer: bool = False,
+                      shard_grads: bool = False, shard_weights: bool = False
+                      ) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer state) bytes per GPU: 2 + 4 + 12 per
+    parameter, ZeRO stages 1, 2 and 3 sharding the optimizer state, the
+    gradients and the weights over ``dp`` ranks (stage 3 also holds one
+    layer's gathered weights, twice for prefetch)."""
     opt = 12 * params_per_gpu / (dp if distributed_optimizer else 1)
     grads = 4 * params_per_gpu / (dp if shard_grads else 1)
     weights = 2 * params_per_gpu
     if shard_weights:
         weights = weights / dp + 2 * 2 * params_per_gpu / layers_per_stage
+    return weights, grads, opt
+
+
+def memory_per_gpu(*, params_per_gpu: float, capacity_bytes: float,
+                   b: int, s: int, h: int, a: int, vocab: int, t: int, p: int,
+                   m: int, layers_per_stage: int, interleave: int,
+                   recompute: str, sequence_parallel: bool,
+                   flash_attention: bool, dp: int,
+                   distributed_optimizer: bool = False,
+                   shard_grads: bool = False, shard_weights: bool = False,
+                   kv_fraction: float = 1.0) -> Memory:
+    """Memory of the first pipeline stage (the one that holds the most):
+    :func:`activations_per_gpu` and :func:`model_state_bytes`."""
+    acts = activations_per_gpu(
+        b=b, s=s, h=h, a=a, vocab=vocab, t=t, p=p, m=m,
+        layers_per_stage=layers_per_stage, interleave=interleave,
+        recompute=recompute, sequence_parallel=sequence_parallel,
+        flash_attention=flash_attention, kv_fraction=kv_fraction)
+    weights, grads, opt = model_state_bytes(
+        params_per_gpu=params_per_gpu, dp=dp,
+        layers_per_stage=layers_per_stage,
+        distributed_optimizer=distributed_optimizer, shard_grads=shard_grads,
+        shard_weights=shard_weights)
     return Memory(weights, grads, opt, acts, capacity_bytes)

@@ -12,7 +12,7 @@ from typing import Iterable
 
 from warmup_kit.model.hardware import Cluster, cluster as make_cluster
 from warmup_kit.parallelism.step import (
-    IterationResult, Transformer, iteration_time)
+    IterationResult, Transformer, layout_of, memory, step)
 
 
 def _divisors(n: int) -> list[int]:
@@ -124,10 +124,11 @@ def search(model: Transformer, cluster: Cluster | int, global_batch: int, *,
                           micro_batches=micro_batches,
                           interleaves=interleaves, cps=cps or (1,),
                           zeros=zeros or (0,), eps=eps or (1,))
+    formula = kwargs.pop("flops_formula", "megatron")
     for kw in grid:
-        r = iteration_time(model, cluster, global_batch=global_batch,
-                           **kw, **kwargs)
-        if r.fits:
-            out.append(r)
+        lay = layout_of(global_batch=global_batch, **kw, **kwargs)
+        if not memory(model, cluster, lay).fits:   # price only what fits
+            continue
+        out.append(step(model, cluster, lay, flops_formula=formula))
     out.sort(key=lambda r: r.total_s)
     return out[:top]
