@@ -279,6 +279,18 @@ def test_build_rejects_bad_world_sizes(bad):
         build("allreduce", "ring", bad)
 
 
+def test_build_checks_its_arguments_before_its_cache():
+    """2.0 == 2 and True == 1 hash alike: a cached int schedule must not
+    answer a float or a bool (failed when another test had built N=2)."""
+    build("allreduce", "ring", 2)
+    for bad in (2.0, True):
+        with pytest.raises(ValueError, match="must be an int"):
+            build("allreduce", "ring", bad)
+    build("broadcast", "tree", 4, root=1)
+    with pytest.raises(ValueError, match="root must be an int"):
+        build("broadcast", "tree", 4, root=1.0)
+
+
 def test_build_rejects_unknown_names_and_roots():
     with pytest.raises(ValueError, match="unknown allreduce algorithm 'bogus'"):
         build("allreduce", "bogus", 4)

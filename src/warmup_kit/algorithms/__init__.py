@@ -78,10 +78,23 @@ def _no_gc():
             gc.enable()
 
 
-@lru_cache(maxsize=512)
 def build(collective: str, algorithm: str, n: int, *, root: int = 0,
           ranks_per_node: int | None = None) -> Schedule:
     """The schedule of ``algorithm`` for ``collective`` on ``n`` ranks."""
+    # checked before the cache: 2.0 == 2 and True == 1 hash alike, so a
+    # float or bool would otherwise get the cached schedule of an int
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"number of ranks must be an int >= 1, got {n!r}")
+    for name, v in (("root", root), ("ranks_per_node", ranks_per_node)):
+        if isinstance(v, (bool, float)):
+            raise ValueError(f"{name} must be an int, got {v!r}")
+    return _build(collective, algorithm, n, root=root,
+                  ranks_per_node=ranks_per_node)
+
+
+@lru_cache(maxsize=512)
+def _build(collective: str, algorithm: str, n: int, *, root: int = 0,
+           ranks_per_node: int | None = None) -> Schedule:
     table = REGISTRY.get(collective)
     if table is None:
         raise ValueError(f"unknown collective {collective!r}; "

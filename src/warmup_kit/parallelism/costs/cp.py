@@ -35,7 +35,9 @@ def ring_pass_s(ctx: Context) -> float:
         return 0.0
     _, N, _ = ctx.shapes["cp"]
     sysm = ctx.system
-    link = sysm.nic if N > 1 else (sysm.nvlink or sysm.pcie)
+    # across nodes every GPU of the CP group sends at once: its share of
+    # the node's NIC ports (one whole port only on a one-NIC-per-GPU node)
+    link = sysm.gpu_nic if N > 1 else (sysm.nvlink or sysm.pcie)
     block = ctx.b * ctx.s * 2 * ctx.model.kv_dim / ctx.layout.tp * BYTES
     return (cp - 1) * (link.latency_s + block / link.bytes_per_s)
 
