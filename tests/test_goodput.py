@@ -244,3 +244,24 @@ def test_llama3_worked_example():
     assert llama3_ckpt_s() == pytest.approx(32.8, abs=0.1)
     assert young(llama3_ckpt_s(), llama3_mtbf_s()) / MIN == pytest.approx(
         14.3, abs=0.1)
+
+
+# ------------------------------------------------ fleet causes (Chapter 8)
+def test_fleet_causes_regroup_table5_once_each():
+    from warmup_kit.failures.models.fleet import (CAUSES, llama3_by_cause,
+                                                  repair_share)
+    rows = llama3_by_cause()
+    assert sum(r["count"] for r in rows) == LLAMA3["unexpected"]
+    assert sum(r["share"] for r in rows) == pytest.approx(1.0)
+    by = {r["cause"]: r["count"] for r in rows}
+    assert by["GPU memory errors (HBM ECC, SRAM)"] == 72 + 19
+    assert by["software, dependencies, NCCL hangs"] == 54 + 2 + 7
+    # everything but the software rows takes hardware away: 356 of 419
+    assert repair_share(rows) == pytest.approx(356 / 419)
+    broken = dict(CAUSES)
+    broken.pop("silent data corruption")
+    with pytest.raises(ValueError, match="Silent Data Corruption"):
+        llama3_by_cause(causes=broken)
+    twice = {**CAUSES, "again": (("NIC",), True)}
+    with pytest.raises(ValueError, match="NIC"):
+        llama3_by_cause(causes=twice)
