@@ -145,6 +145,10 @@ def test_only_failures_that_need_a_repair_take_a_spare():
     none = simulate(Scenario(**base, needs_repair=0.0), taus, reps=100)
     assert np.all(none.parts["spare wait"] == 0)     # restarts in place
     assert np.all(none.failures > 0)
+    # ... and each of them still pays its restart (some cut short by the
+    # next failure)
+    assert none.parts["restart"] == pytest.approx(300.0 * none.failures,
+                                                   rel=0.1)
     half = simulate(Scenario(**base, needs_repair=0.5), taus, reps=400)
     # with no spare, each failure that needs a repair waits all of it
     waits = half.parts["spare wait"] / (4 * HOUR)
