@@ -22,7 +22,11 @@ job waits for a repair.
   replications with common random numbers (every interval sees the same
   failure times), so that the goodput curve's shape is sharper than its
   level; :func:`sim_optimum` reads the best interval off it, with a
-  bootstrap error.
+  bootstrap error;
+* :func:`nodes_in_repair` (Little's law: failures needing a repair per
+  second times the turnaround) and :func:`spares_table`: goodput with and
+  without hot spares when failed nodes take a repair turnaround to come
+  back, as on clusters without a cloud's pool behind them.
 
 Nothing here imports a transport: it is a model.
 """
