@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from warmup_kit.failures.models.goodput import (
-    Scenario, daly, exact_optimum, expected_wall, sim_optimum, simulate,
-    young)
+    Scenario, daly, exact_optimum, expected_wall, nodes_in_repair,
+    sim_optimum, simulate, spares_table, young)
 from warmup_kit.failures.models.published import (
     LLAMA3, LLAMA3_TABLE5, by_category, llama3_ckpt_s, llama3_mtbf_s)
 
@@ -135,6 +135,49 @@ def test_spares():
     assert np.all(none.mean < few.mean) and np.all(few.mean < free.mean)
 
 
+def test_only_failures_that_need_a_repair_take_a_spare():
+    base = dict(mtbf_s=HOUR, ckpt_s=60.0, restart_s=300.0, work_s=100 * HOUR,
+                spares=0, repair_s=4 * HOUR)
+    taus = [600.0, 1200.0]
+    every = simulate(Scenario(**base), taus, reps=100)
+    assert np.array_equal(every.goodput, simulate(
+        Scenario(**base, needs_repair=1.0), taus, reps=100).goodput)
+    none = simulate(Scenario(**base, needs_repair=0.0), taus, reps=100)
+    assert np.all(none.parts["spare wait"] == 0)     # restarts in place
+    assert np.all(none.failures > 0)
+    # ... and each of them still pays its restart (some cut short by the
+    # next failure)
+    assert none.parts["restart"] == pytest.approx(300.0 * none.failures,
+                                                   rel=0.1)
+    half = simulate(Scenario(**base, needs_repair=0.5), taus, reps=400)
+    # with no spare, each failure that needs a repair waits all of it
+    waits = half.parts["spare wait"] / (4 * HOUR)
+    assert waits == pytest.approx(0.5 * half.failures, rel=0.05)
+    # and a software failure still costs its restart
+    assert np.all(half.parts["restart"] > 0)
+    with pytest.raises(ValueError):
+        Scenario(**base, needs_repair=1.5)
+
+
+def test_spares_above_littles_law_hide_the_repairs():
+    """Nodes away for repair average (failures needing one per second) x
+    (turnaround): a pool a few times that large never runs dry, one well
+    below it makes the job wait for repairs."""
+    s = Scenario(mtbf_s=3 * HOUR, ckpt_s=30.0, restart_s=600.0,
+                 work_s=300 * HOUR, needs_repair=0.7)
+    assert nodes_in_repair(3 * HOUR, 24 * HOUR, 0.7) == pytest.approx(5.6)
+    rows = spares_table(s, {"1 d": 24 * HOUR}, [None, 0, 2, 40],
+                        tau_s=900.0, reps=50)
+    (row,) = rows
+    assert row["in_repair"] == pytest.approx(5.6)
+    free, zero, few, many = row["cells"]
+    assert free["wait_s"] == 0 and many["wait_s"] == 0
+    assert many["goodput"] == free["goodput"]        # same failure times
+    assert zero["goodput"] < few["goodput"] < free["goodput"]
+    with pytest.raises(ValueError):
+        nodes_in_repair(HOUR, -1.0)
+
+
 def test_a_job_of_n_nodes_fails_n_times_as_often():
     s = Scenario.of_nodes(2048, 2048 * 3 * HOUR, ckpt_s=30.0, restart_s=600.0,
                           work_s=300 * HOUR, spares=8, repair_s=4 * HOUR)
@@ -205,3 +248,24 @@ def test_llama3_worked_example():
     assert llama3_ckpt_s() == pytest.approx(32.8, abs=0.1)
     assert young(llama3_ckpt_s(), llama3_mtbf_s()) / MIN == pytest.approx(
         14.3, abs=0.1)
+
+
+# ------------------------------------------------ fleet causes (Chapter 8)
+def test_fleet_causes_regroup_table5_once_each():
+    from warmup_kit.failures.models.fleet import (CAUSES, llama3_by_cause,
+                                                  repair_share)
+    rows = llama3_by_cause()
+    assert sum(r["count"] for r in rows) == LLAMA3["unexpected"]
+    assert sum(r["share"] for r in rows) == pytest.approx(1.0)
+    by = {r["cause"]: r["count"] for r in rows}
+    assert by["GPU memory errors (HBM ECC, SRAM)"] == 72 + 19
+    assert by["software, dependencies, NCCL hangs"] == 54 + 2 + 7
+    # everything but the software rows takes hardware away: 356 of 419
+    assert repair_share(rows) == pytest.approx(356 / 419)
+    broken = dict(CAUSES)
+    broken.pop("silent data corruption")
+    with pytest.raises(ValueError, match="Silent Data Corruption"):
+        llama3_by_cause(causes=broken)
+    twice = {**CAUSES, "again": (("NIC",), True)}
+    with pytest.raises(ValueError, match="NIC"):
+        llama3_by_cause(causes=twice)

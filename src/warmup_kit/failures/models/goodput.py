@@ -22,7 +22,11 @@ job waits for a repair.
   replications with common random numbers (every interval sees the same
   failure times), so that the goodput curve's shape is sharper than its
   level; :func:`sim_optimum` reads the best interval off it, with a
-  bootstrap error.
+  bootstrap error;
+* :func:`nodes_in_repair` (Little's law: failures needing a repair per
+  second times the turnaround) and :func:`spares_table`: goodput with and
+  without hot spares when failed nodes take a repair turnaround to come
+  back, as on clusters without a cloud's pool behind them.
 
 Nothing here imports a transport: it is a model.
 """
@@ -103,6 +107,9 @@ class Scenario:
         work_s: the work to do, failure-free.
         spares: hot spares (None: as many as needed, no wait).
         repair_s: how long a failed node takes to come back as a spare.
+        needs_repair: the share of failures that take a node away for
+            repair (a hardware fault); the others (a software bug, a
+            hang) only restart the job on the same nodes.
     """
 
     mtbf_s: float
@@ -111,6 +118,7 @@ class Scenario:
     work_s: float
     spares: int | None = None
     repair_s: float = 0.0
+    needs_repair: float = 1.0
 
     @classmethod
     def of_nodes(cls, nodes: int, node_mtbf_s: float, **kw) -> "Scenario":
@@ -127,6 +135,9 @@ class Scenario:
             raise ValueError("restart and repair must be >= 0, work > 0")
         if self.spares is not None and self.spares < 0:
             raise ValueError("spares must be >= 0 or None")
+        if not 0.0 <= self.needs_repair <= 1.0:
+            raise ValueError(f"needs_repair is a share in [0, 1], got "
+                             f"{self.needs_repair}")
 
 
 @dataclass
@@ -155,9 +166,10 @@ def simulate(s: Scenario, taus, reps: int = 200, seed: int = 0
     The run advances failure by failure: after a failure (or at the start)
     the job restarts (``restart_s``, unless it is the start), then works
     and checkpoints in segments of ``tau + ckpt_s`` until the next failure
-    lands, losing the part of the segment in flight. Each failure takes a
-    spare: the one that is back from repair earliest; if none is, the job
-    waits for it (failures of idle nodes are not counted).
+    lands, losing the part of the segment in flight. Each failure that
+    needs a repair (a share ``needs_repair`` of them, drawn at random)
+    takes a spare: the one that is back from repair earliest; if none is,
+    the job waits for it (failures of idle nodes are not counted).
     """
     taus = np.asarray(taus, dtype=float)
     if taus.ndim != 1 or np.any(taus <= 0):
@@ -197,7 +209,10 @@ def simulate(s: Scenario, taus, reps: int = 200, seed: int = 0
         finished |= fin
         failed = fail | in_restart
         fails += failed
-        wait = _spare_wait(s, slots, wall, failed)
+        broken = failed                   # failures that take a node away
+        if s.needs_repair < 1.0:          # the same draw for every interval
+            broken = failed & (rng.random(reps)[None, :] < s.needs_repair)
+        wait = _spare_wait(s, slots, wall, broken)
         wall += wait
         acc["spare wait"] += wait
         restart |= failed
@@ -219,6 +234,44 @@ def _spare_wait(s: Scenario, slots, wall, failed) -> np.ndarray:
     back = np.where(failed, wall + s.repair_s, ready)
     np.put_along_axis(slots, j[..., None], back[..., None], axis=-1)
     return wait
+
+
+def nodes_in_repair(mtbf_s: float, repair_s: float,
+                    needs_repair: float = 1.0) -> float:
+    """How many of a job's nodes are away for repair at any moment, on
+    average, while it runs: Little's law, the rate at which failures send
+    nodes to repair (``needs_repair / M``) times the turnaround. Fewer hot
+    spares than this and the job waits for repairs."""
+    _check(1.0, mtbf_s)
+    if repair_s < 0 or not 0.0 <= needs_repair <= 1.0:
+        raise ValueError("repair must be >= 0 and needs_repair in [0, 1]")
+    return needs_repair * repair_s / mtbf_s
+
+
+def spares_table(s: Scenario, repairs_s: dict, spares: list, tau_s: float,
+                 reps: int = 100, seed: int = 0) -> list:
+    """Goodput of job ``s`` at interval ``tau_s`` for every repair
+    turnaround (``name -> seconds``) and pool of hot spares: one row per
+    turnaround, with the mean goodput and its standard error for each
+    entry of ``spares`` (``None``: a replacement is always at hand, as a
+    cloud's pool gives) and the nodes away for repair on average. Every
+    cell sees the same failure times."""
+    rows = []
+    for name, repair in repairs_s.items():
+        cells = []
+        for k in spares:
+            r = simulate(Scenario(s.mtbf_s, s.ckpt_s, s.restart_s, s.work_s,
+                                  spares=k, repair_s=repair,
+                                  needs_repair=s.needs_repair),
+                         [tau_s], reps=reps, seed=seed)
+            cells.append({"spares": k, "goodput": float(r.mean[0]),
+                          "stderr": float(r.stderr[0]),
+                          "wait_s": float(r.parts["spare wait"][0])})
+        rows.append({"turnaround": name, "repair_s": repair,
+                     "in_repair": nodes_in_repair(s.mtbf_s, repair,
+                                                  s.needs_repair),
+                     "cells": cells})
+    return rows
 
 
 def sim_optimum(r: SimResult, boot: int = 200, seed: int = 1
