@@ -432,8 +432,9 @@ def _run_main(main, args) -> tuple[int, str]:
 
 @pytest.fixture(scope="module")
 def site_run(tmp_path_factory):
-    """check_site --strict-code-width over every fixture page, in one
-    chromium, and without the flag over the wide code block's page: (exit
+    """check_site (strict about code width by default) over every fixture
+    page, in one chromium, and with --no-strict-code-width over the wide
+    code block's page: (exit
     status, output) of each."""
     _need_chromium()
     import check_site
@@ -447,10 +448,10 @@ def site_run(tmp_path_factory):
     out = ["--out", str(site.parent / "shots")]
     redraw, check_site.REDRAW_S = check_site.REDRAW_S, 5
     try:      # (the dead slider waits REDRAW_S for a redraw that never comes)
-        every = _run_main(check_site.main, [str(site), "--pages",
-                                            "--strict-code-width"] + out)
+        every = _run_main(check_site.main, [str(site), "--pages"] + out)
         lenient = _run_main(check_site.main, [
-            str(site), "--pages", "code_sideways.html"] + out)
+            str(site), "--no-strict-code-width", "--pages",
+            "code_sideways.html"] + out)
     finally:
         check_site.REDRAW_S = redraw
     return every, lenient
@@ -484,14 +485,14 @@ def test_check_site_passes_the_clean_page_and_moves_its_slider(site_run):
 
 @pytest.mark.slow                     # starts chromium
 @pytest.mark.timeout(240)
-def test_wide_code_blocks_fail_only_with_strict_code_width(site_run):
+def test_wide_code_blocks_fail_unless_no_strict_code_width(site_run):
     _, (rc, out) = site_run
     assert rc == 0, out
     assert out.splitlines()[:2] == [
         "ok   code_sideways.html: 0 tables, 0 formulas, 0 widgets, 0 sliders"
         " moved",
         "note code_sideways.html: 1 code blocks scroll sideways at 1400 px "
-        "(fails with --strict-code-width)"]
+        "(fails without --no-strict-code-width)"]
 
 
 @pytest.fixture(scope="module")
