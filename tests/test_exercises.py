@@ -283,3 +283,16 @@ def test_result_placeholder_and_spellings():
         spelled("answer", "zero", names)
     with pytest.raises(TypeError, match="answer must be a string"):
         spelled("answer", 3, names)
+
+
+def test_a_result_prints_no_line_wider_than_the_sites_code_column():
+    """A long verdict or hint wraps (the site shows a notebook's output in
+    a column about 86 characters wide; a longer line scrolls sideways)."""
+    from warmup_kit.exercises.result import WIDTH, Result
+    r = Result("ch05 knobs", False, "word " * 40, "look " * 30)
+    lines = repr(r).splitlines()
+    assert len(lines) > 2 and max(map(len, lines)) <= WIDTH
+    assert lines[0].startswith("[NOT YET] ch05 knobs: word")
+    assert " ".join(repr(r).split()) == " ".join(str(r).split()) == (
+        "[NOT YET] ch05 knobs: " + "word " * 39 + "word hint: " +
+        "look " * 29 + "look")

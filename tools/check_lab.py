@@ -16,17 +16,22 @@ unless, in every notebook:
 * every control's description is shown whole (not cut with an ellipsis);
 * moving each live widget's first slider with real mouse clicks redraws
   its figure (the kernel answers);
-* with ``--strict-myst``: no MyST role (``{cite}`x```, ``{glue:text}`y```)
-  or directive (``:::{note}``, a fence with ``{name}``) is shown as text
-  in a Markdown cell. JupyterLab does not render MyST, so today's book
-  shows such text; without the flag a ``note`` line counts them and the
-  check does not fail.
+* no MyST shows wrong (unless ``--no-strict-myst``, which makes each a
+  ``note``): no role (``{cite}`x```) or directive (``:::{note}``, a fence
+  with ``{name}``) shown as text in a rendered Markdown cell or output
+  (JupyterLab without jupyterlab-myst); no cross-reference that the lab
+  cannot resolve (jupyterlab-myst shows the bare label: a ``{ref}`` to
+  another notebook, which ``tools/lab_parity.py`` turns into a link); no
+  role in a Markdown cell's source that the lab cannot render at all
+  (``{glue:text}`` shows its key, ``c6_mfu:.1f``, where the number
+  belongs: the self-check pages fill numbers with
+  ``warmup_kit.viz.answer.worked_answer`` instead).
 
 Without chromium on PATH the check says SKIPPED and passes, except in CI
 (``CI=true``), where it fails: a check that cannot run must not pass unseen.
 
-Screenshots of each notebook (and of each widget after its slider moved) go
-to ``--out``. Default: every chapter notebook (``book/ch*.ipynb``); a
+Screenshots of each notebook (and of each widget after its slider moved,
+and of each folded answer, opened, numbers and all) go to ``--out``. Default: every notebook of the book (``book/*.ipynb``); a
 notebook outside the repository's book/ runs from a folder of its own.
 """
 from __future__ import annotations
@@ -34,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -80,9 +86,12 @@ CUT_LABELS = "Array.from(" + PANEL + r""".querySelectorAll(
 
 # MyST a Markdown cell shows as typed: a role is '{name}' just before an
 # inline code span; a directive, ':::{name}' on a line of its own, or a
-# code fence whose language is '{name}'
+# code fence whose language is '{name}'. JupyterLab's own renderer draws
+# '.jp-MarkdownOutput'; jupyterlab-myst draws '.myst', and marks a
+# reference it cannot resolve (a citation shows its key, which reads; a
+# cross-reference, a bare label, which does not)
 RAW_MYST = "Array.from(" + PANEL + r""".querySelectorAll(
-    '.jp-Notebook .jp-MarkdownOutput')).flatMap(md => {
+    '.jp-Notebook .jp-MarkdownOutput, .jp-Notebook .myst')).flatMap(md => {
   const out = [];
   const walk = document.createTreeWalker(md, NodeFilter.SHOW_TEXT);
   while (walk.nextNode()) {
@@ -98,8 +107,48 @@ RAW_MYST = "Array.from(" + PANEL + r""".querySelectorAll(
   md.querySelectorAll('pre code[class*="language-{"]').forEach(c =>
     out.push('raw MyST directive ```' +
              c.className.match(/language-(\{[^}\s]*\})/)[1]));
+  md.querySelectorAll('[title="Cross Reference Not Found"]').forEach(r =>
+    out.push(`unresolved MyST reference ${JSON.stringify(r.textContent)}`));
   return out.map(t => t.slice(0, 80));
 })"""
+
+# roles jupyterlab-myst draws as meant; any other role in a Markdown cell's
+# source is shown wrong (glue: its key where the number belongs)
+LAB_ROLES = {"cite", "cite:p", "cite:t", "cite:ps", "cite:ts", "math", "sub",
+             "sup", "abbr", "kbd", "u", "underline", "del", "strike",
+             "smallcaps", "ref", "numref", "eq", "term", "doc", "download"}
+SOURCE_ROLE = re.compile(r"\{([A-Za-z][\w:.-]*)\}`([^`]*)`")
+CODE = re.compile(r"(?ms)^(```|~~~).*?^\1|``.*?``|`[^`\n]*`")
+
+# every folded answer (a <details>: jupyterlab-myst's dropdown) opened, and
+# the boxes of those in view to photograph
+OPEN_ANSWERS = ("Array.from(" + PANEL + ".querySelectorAll('.jp-Notebook "
+                "details')).map(d => (d.open = true, 1)).length")
+ANSWER_BOX = ("(() => {{ const d = " + PANEL + ".querySelectorAll("
+              "'.jp-Notebook details')[{i}]; d.scrollIntoView({{block: "
+              "'start'}}); const b = d.getBoundingClientRect(); return "
+              "{{x: b.left + scrollX, y: b.top + scrollY, width: b.width, "
+              "height: Math.min(b.height, 900)}}; }})()")
+
+
+def source_roles(nb: Path) -> list[str]:
+    """Roles in the Markdown cells of ``nb`` that JupyterLab cannot draw
+    (outside code spans and fences), as check lines."""
+    out = []
+    for cell in json.loads(nb.read_text())["cells"]:
+        if cell["cell_type"] != "markdown":
+            continue
+        src = cell["source"]
+        # a role is '{name}' glued to a code span; a role quoted in a
+        # code span or fence is not one
+        text = src if isinstance(src, str) else "".join(src)
+        for m in SOURCE_ROLE.finditer(text):
+            inside = any(c.start() < m.start() < c.end()
+                         for c in CODE.finditer(text))
+            if m.group(1) not in LAB_ROLES and not inside:
+                out.append(f"MyST role JupyterLab cannot render: "
+                           f"{{{m.group(1)}}}`{m.group(2)}`"[:80])
+    return out
 
 # how long Run All may take (a chapter that runs real ranks is slow)
 RUN_ALL_S = 300
@@ -234,9 +283,14 @@ def check_notebook(page, port: int, token: str, nb: Path, rel: str,
             bad.insert(0, f"Run All did not finish in {RUN_ALL_S} s")
     bad += page.eval(STRETCHED)
     bad += page.eval(CUT_LABELS)
-    myst = page.eval(RAW_MYST)
+    myst = page.eval(RAW_MYST) + source_roles(nb)
     moved, wbad = move_sliders(page, nb.stem, out) if ran else (0, [])
     bad += wbad
+    answers = page.eval(OPEN_ANSWERS)
+    time.sleep(0.5 if answers else 0)
+    for i in range(answers):
+        page.screenshot(out / f"{nb.stem}-answer{i}.png",
+                        page.eval(ANSWER_BOX.format(i=i)))
     page.eval(f"{nb_}.content.node.scrollTop = 0")
     page.screenshot(out / f"{nb.stem}.png")
     # leave no kernel behind, and nothing written back to the notebook
@@ -244,7 +298,8 @@ def check_notebook(page, port: int, token: str, nb: Path, rel: str,
     page.eval(f"({nb_}.sessionContext.shutdown(), 0)")
     time.sleep(1)
     page.eval(f"{nb_}.dispose()")
-    return bad, myst, f"{moved} slider(s) moved"
+    return bad, myst, f"{moved} slider(s) moved" + (
+        f", {answers} folded answer(s) opened" if answers else "")
 
 
 def report(name: str, bad: list[str], myst: list[str], summary: str,
@@ -255,8 +310,8 @@ def report(name: str, bad: list[str], myst: list[str], summary: str,
         bad, notes = bad + myst, []
     else:
         notes = [f"note {name}: {len(myst)} MyST role(s) or directive(s) "
-                 f"shown as text, e.g. {myst[0]} (fails with --strict-myst)"
-                 ] if myst else []
+                 f"shown wrong, e.g. {myst[0]} (fails without "
+                 "--no-strict-myst)"] if myst else []
     if bad:
         return [f"FAIL {name}: {b}" for b in bad] + notes, True
     return [f"ok   {name}: every cell ran; {summary}"] + notes, False
@@ -289,11 +344,13 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("notebooks", nargs="*", type=Path)
     ap.add_argument("--out", default="_build/lab-screenshots")
-    ap.add_argument("--strict-myst", action="store_true",
-                    help="fail on MyST roles and directives shown as text")
+    ap.add_argument("--strict-myst", action=argparse.BooleanOptionalAction,
+                    default=True,
+                    help="fail on MyST roles and directives shown wrong "
+                         "(default; --no-strict-myst makes them notes)")
     ap.add_argument("--chromium", default=find_chromium())
     args = ap.parse_args(argv)
-    notebooks = args.notebooks or sorted((ROOT / "book").glob("ch*.ipynb"))
+    notebooks = args.notebooks or sorted((ROOT / "book").glob("*.ipynb"))
     missing = [nb for nb in notebooks if not nb.is_file()]
     if missing or not notebooks:
         print(f"check_lab: no notebook {missing[0]}" if missing else

@@ -24,9 +24,10 @@ every page:
   Plotly figure's text (titles, labels, ticks, legend, the sliders'
   labels) runs off its edges, before or after a slider moves;
 * every formula was typeset by MathJax;
-* the page does not scroll sideways; nor, with ``--strict-code-width``,
-  does any code block (without it, each page notes how many do: today's
-  chapters have many lines wider than the theme's 768 px column);
+* the page does not scroll sideways; nor does any code block, input or
+  output (``--no-strict-code-width`` makes each page note how many do
+  instead; ``tools/page_hygiene.py`` wraps code cells to fit the theme's
+  768 px column);
 * every kernel-free widget responds to its sliders: moving each slider with
   real mouse clicks changes the figure (its titles or its traces' data)
   without any kernel;
@@ -349,7 +350,7 @@ def check_page(page, path: Path, site: Path, source: Path | None, out: Path,
         notes = []
     else:
         notes = [f"{len(sideways['code'])} code blocks scroll sideways at "
-                 f"{WIDTH_PX} px (fails with --strict-code-width)"
+                 f"{WIDTH_PX} px (fails without --no-strict-code-width)"
                  ] if sideways["code"] else []
     want = expected_tables(source)
     got = page.eval("(document.querySelector('main') || document.body)"
@@ -381,9 +382,11 @@ def main(argv=None) -> int:
                     help="check only these pages of SITE (every .html "
                          "under it when none is named): no _toc.yml, "
                          "header buttons or search")
-    ap.add_argument("--strict-code-width", action="store_true",
-                    help="fail on code blocks that scroll sideways (by "
-                         "default each page notes how many do)")
+    ap.add_argument("--strict-code-width", default=True,
+                    action=argparse.BooleanOptionalAction,
+                    help="fail on code blocks that scroll sideways "
+                         "(default; --no-strict-code-width makes each page "
+                         "note how many do)")
     ap.add_argument("--chromium", default=find_chromium())
     args = ap.parse_args(argv)
     if not args.chromium:

@@ -13,8 +13,12 @@ of range raises ``TypeError`` or ``ValueError`` naming the field.
 """
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from numbers import Integral, Real
+
+#: the longest line a result prints
+WIDTH = 86
 
 
 @dataclass(frozen=True)
@@ -36,15 +40,26 @@ class Result:
     hint: str = ""
     answered: bool = True
 
-    def __str__(self) -> str:
+    def _lines(self) -> list[str]:
         head = ("NOT ANSWERED YET" if not self.answered
                 else "PASSED" if self.passed else "NOT YET")
         lines = [f"[{head}] {self.exercise}: {self.verdict}"]
         if self.hint and not self.passed:
             lines.append(f"  hint: {self.hint}")
-        return "\n".join(lines)
+        return lines
 
-    __repr__ = __str__
+    def __str__(self) -> str:
+        return "\n".join(self._lines())
+
+    def __repr__(self) -> str:
+        """What a notebook shows: the same lines wrapped to ``WIDTH`` (the
+        site's code column; a longer line scrolls sideways)."""
+        return "\n".join(
+            "\n".join(textwrap.wrap(line, WIDTH, break_on_hyphens=False,
+                                    subsequent_indent=" " * (
+                                        8 if line.startswith("  hint:")
+                                        else 2)))
+            for line in self._lines())
 
     def __bool__(self) -> bool:
         return self.passed
