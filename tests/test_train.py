@@ -237,6 +237,11 @@ def test_stored_run_through_the_model():
         assert all(np.isfinite(r["error"]) for r in rows)
         assert len(A.job_collectives(rec)) == sum(
             len(r["bucket_nbytes"]) for r in rec["runs"] if not r["overlap"])
+        # made with today's bucket rule (the widget's buckets are today's)
+        shapes = MLP(tuple(rec["config"]["widths"])).shapes
+        for r in rec["runs"]:
+            assert r["bucket_nbytes"] == Buckets(shapes,
+                                                 r["bucket_bytes"]).nbytes
         # one bucket: overlap changes nothing; free of shared cores, more
         # buckets never lose to one
         one_on = A.what_if(rec, 64 << 20, overlap=True)
