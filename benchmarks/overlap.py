@@ -101,7 +101,7 @@ def main(argv=None) -> int:
         rec = wk.launch(R.measure, n, args=(cfg,), transport=args.transport,
                         timeout=600, shm_bytes=64 << 20)[0]
         rec.update(transport=args.transport, loadavg=before,
-                   loadavg_after=load_average())
+                   loadavg_after=load_average(), cpu=cpu_name())
         records.append(rec)
         print("\n".join(table(rec)), flush=True)
     if args.json:

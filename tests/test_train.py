@@ -64,7 +64,11 @@ def test_every_parameter_in_exactly_one_bucket(cap):
     assert order == sorted(order, reverse=True)
     for bucket, nbytes in zip(b.members, b.nbytes):
         assert nbytes == sum(m.params[i].nbytes for i in bucket)
-        assert nbytes <= cap or len(bucket) == 1
+        # PyTorch's rule: a bucket closes once it reaches the cap, so it is
+        # under the cap without its last parameter, and all but the last
+        # bucket reach it
+        assert nbytes - m.params[bucket[-1]].nbytes < cap
+    assert all(nb >= cap for nb in b.nbytes[:-1])
     # views of one flat buffer, one contiguous slice per bucket
     for i, g in enumerate(b.grads):
         assert g.shape == m.shapes[i] and np.shares_memory(g, b.flat)
@@ -72,11 +76,48 @@ def test_every_parameter_in_exactly_one_bucket(cap):
 
 
 def test_bucket_cap_rule():
+    """PyTorch's Reducer: add the parameter, then close the bucket if it
+    holds >= the cap (reducer.cpp, compute_bucket_assignment_by_size)."""
     assert assign_buckets([4, 4, 4, 4], 8) == [[3, 2], [1, 0]]
-    assert assign_buckets([4, 20, 4], 8) == [[2], [1], [0]]
+    # 4 B, then 20 B takes the bucket to 24 B >= 8 B: it closes *after*
+    # the big one (the old rule closed before it: [[2], [1], [0]])
+    assert assign_buckets([4, 20, 4], 8) == [[2, 1], [0]]
+    assert assign_buckets([3, 3, 3, 3], 8) == [[3, 2, 1], [0]]
     assert assign_buckets([1, 2, 3], 100) == [[2, 1, 0]]
+    assert assign_buckets([1, 2, 3], 3) == [[2], [1, 0]]
+    # the first bucket's own cap, then the cap
+    assert assign_buckets([4, 4, 4, 4], 8, first_bucket_bytes=2) == \
+        [[3], [2, 1], [0]]
     with pytest.raises(ValueError):
         assign_buckets([1], 0)
+    with pytest.raises(ValueError, match="first_bucket_bytes"):
+        assign_buckets([1], 8, first_bucket_bytes=0)
+
+
+MIB = 1 << 20
+
+
+@pytest.mark.parametrize("cap,first,expected", [
+    # Chapter 7's model: 8 layers of a 2 MiB weight W and a 4 KiB bias b
+    # (float64); reverse order b7 W7 b6 W6 ... b0 W0 = indices 15, 14, ...
+    (256 << 10, None, [[15 - 2 * k, 14 - 2 * k] for k in range(8)]),
+    (4 * MIB, None, [list(range(15 - 4 * k, 11 - 4 * k, -1))
+                     for k in range(4)]),
+    (8 * MIB, None, [list(range(15, 7, -1)), list(range(7, -1, -1))]),
+    (32 * MIB, None, [list(range(15, -1, -1))]),
+    # PyTorch's defaults: a 1 MiB first bucket, then 25 MiB
+    (25 * MIB, MIB, [[15, 14], list(range(13, -1, -1))]),
+    (4 * MIB, MIB, [[15, 14], [13, 12, 11, 10], [9, 8, 7, 6], [5, 4, 3, 2],
+                    [1, 0]]),
+])
+def test_chapter_model_bucket_splits(cap, first, expected):
+    """Bucket splits of Chapter 7's model, computed by hand: with 2 MiB +
+    4 KiB a layer, a 4 MiB cap closes after two whole layers (4 MiB + 8 KiB
+    >= 4 MiB), 8 MiB after four, and a 256 KiB cap after each weight."""
+    from warmup_kit.train.run import Config
+    b = Buckets(MLP(Config().widths).shapes, cap, first_bucket_bytes=first)
+    assert b.members == expected
+    assert sum(b.nbytes) == 8 * (2 * MIB + 4096)
 
 
 def test_bucket_readiness():
@@ -196,6 +237,11 @@ def test_stored_run_through_the_model():
         assert all(np.isfinite(r["error"]) for r in rows)
         assert len(A.job_collectives(rec)) == sum(
             len(r["bucket_nbytes"]) for r in rec["runs"] if not r["overlap"])
+        # made with today's bucket rule (the widget's buckets are today's)
+        shapes = MLP(tuple(rec["config"]["widths"])).shapes
+        for r in rec["runs"]:
+            assert r["bucket_nbytes"] == Buckets(shapes,
+                                                 r["bucket_bytes"]).nbytes
         # one bucket: overlap changes nothing; free of shared cores, more
         # buckets never lose to one
         one_on = A.what_if(rec, 64 << 20, overlap=True)

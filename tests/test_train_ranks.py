@@ -96,8 +96,10 @@ def test_measured_steps_are_well_formed(transport):
     """The benchmark's measurement on a tiny job: every setting, every step
     with its layer and bucket spans in order; no timing is asserted."""
     from warmup_kit.train import run as R
+    # a 64 B cap gives every tensor a bucket of its own (6), enough all-reduce
+    # sizes for the host model's fit (a bucket closes once it reaches the cap)
     cfg = R.Config(widths=(16, 32, 32, 8), batch_per_rank=4,
-                   bucket_sizes=(1024, 1 << 20), steps=3, warmup=1,
+                   bucket_sizes=(64, 1 << 20), steps=3, warmup=1,
                    sweep_bytes=(1024, 8192), timeout_s=30.0)
     rec = wk.launch(R.measure, 2, args=(cfg,), transport=transport,
                     timeout=LAUNCH_TIMEOUT_S)[0]

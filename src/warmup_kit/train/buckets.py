@@ -1,12 +1,20 @@
 """DDP's gradient buckets (Li et al. 2020, "PyTorch Distributed", 3.2.3).
 
-Parameters are grouped into buckets of about ``bucket_bytes``, in reverse
-order of registration, which is roughly the order the backward pass produces
-their gradients; the gradients are views of one flat buffer, so a bucket is
-one contiguous slice and its all-reduce needs no copy. PyTorch's default is
-25 MiB (``bucket_cap_mb``), about a quarter of the ResNet-50 it was tuned on;
-:data:`DEFAULT_BUCKET_BYTES` keeps that ratio for the toy model of
-:mod:`warmup_kit.train.run`.
+Parameters are grouped into buckets in reverse order of registration, which
+is roughly the order the backward pass produces their gradients, by the rule
+of PyTorch's Reducer (``compute_bucket_assignment_by_size`` in
+``torch/csrc/distributed/c10d/reducer.cpp``): a parameter is *added* to the
+open bucket, and the bucket is closed once it holds at least its cap, so a
+bucket can end past the cap by its last parameter. The first bucket may have
+a cap of its own: PyTorch gives it 1 MiB (``_DEFAULT_FIRST_BUCKET_BYTES``)
+when ``bucket_cap_mb`` is left at its default, and the cap otherwise.
+
+Here the gradients are always views of one flat buffer (what PyTorch does
+only with ``gradient_as_bucket_view=True``; by default it copies each
+gradient into its bucket), so a bucket is one contiguous slice and its
+all-reduce needs no copy. PyTorch's default cap is 25 MiB, about a quarter
+of the ResNet-50 it was tuned on; :data:`DEFAULT_BUCKET_BYTES` keeps that
+ratio for the toy model of :mod:`warmup_kit.train.run`.
 """
 from __future__ import annotations
 
@@ -18,26 +26,33 @@ import numpy as np
 DEFAULT_BUCKET_BYTES = 4 << 20
 
 
-def assign_buckets(nbytes: Sequence[int], bucket_bytes: int
+def assign_buckets(nbytes: Sequence[int], bucket_bytes: int,
+                   first_bucket_bytes: int | None = None
                    ) -> list[list[int]]:
     """Parameter indices per bucket, in reverse order of ``nbytes``.
 
-    A bucket is closed when the next parameter would take it past
-    ``bucket_bytes``; a parameter larger than that gets a bucket of its own.
-    Every parameter lands in exactly one bucket.
+    PyTorch's rule: each parameter joins the open bucket, which closes as
+    soon as it holds ``bucket_bytes`` or more (the first bucket:
+    ``first_bucket_bytes``, default ``bucket_bytes``). Every bucket but the
+    last reaches its cap; none is still under it without its last
+    parameter. Every parameter lands in exactly one bucket.
     """
-    if bucket_bytes <= 0:
-        raise ValueError(f"bucket_bytes must be positive, got {bucket_bytes}")
+    first = bucket_bytes if first_bucket_bytes is None else first_bucket_bytes
+    for name, v in (("bucket_bytes", bucket_bytes),
+                    ("first_bucket_bytes", first)):
+        if v <= 0:
+            raise ValueError(f"{name} must be positive, got {v}")
     buckets: list[list[int]] = []
+    open_: list[int] = []
     size = 0
     for i in reversed(range(len(nbytes))):
-        if buckets and buckets[-1] and size + nbytes[i] > bucket_bytes:
-            buckets.append([])
-            size = 0
-        if not buckets:
-            buckets.append([])
-        buckets[-1].append(i)
+        open_.append(i)
         size += nbytes[i]
+        if size >= (first if not buckets else bucket_bytes):
+            buckets.append(open_)
+            open_, size = [], 0
+    if open_:
+        buckets.append(open_)
     return buckets
 
 
@@ -47,6 +62,7 @@ class Buckets:
     Args:
         shapes: the parameters' shapes, in forward order.
         bucket_bytes: the cap of a bucket.
+        first_bucket_bytes: the first bucket's cap (None: ``bucket_bytes``).
         flat: the buffer (``comm.empty(n)`` so that shared memory moves it
             with no copy); None allocates one.
 
@@ -58,11 +74,12 @@ class Buckets:
     """
 
     def __init__(self, shapes: Sequence[tuple[int, ...]], bucket_bytes: int,
-                 flat: np.ndarray | None = None, dtype=np.float64) -> None:
+                 flat: np.ndarray | None = None, dtype=np.float64,
+                 first_bucket_bytes: int | None = None) -> None:
         sizes = [int(np.prod(s, dtype=np.int64)) for s in shapes]
         itemsize = np.dtype(dtype).itemsize
         self.members = assign_buckets([n * itemsize for n in sizes],
-                                      bucket_bytes)
+                                      bucket_bytes, first_bucket_bytes)
         total = sum(sizes)
         if flat is None:
             flat = np.empty(total, dtype)

@@ -82,13 +82,16 @@ class DDP:
         optimizer: an optimizer with ``step(params, grads)``
             (:class:`~warmup_kit.train.optim.Adam`); None: plain SGD at the
             ``lr`` given to :meth:`step`.
+        first_bucket_bytes: the first bucket's cap (None: ``bucket_bytes``;
+            PyTorch's default is 1 MiB, see :mod:`~warmup_kit.train.buckets`).
     """
 
     def __init__(self, model: MLP, comm: Comm, *,
                  bucket_bytes: int = DEFAULT_BUCKET_BYTES,
                  overlap: bool = True, algorithm: str = "ring",
                  timeout: float = 60.0, flat: np.ndarray | None = None,
-                 optimizer=None) -> None:
+                 optimizer=None, first_bucket_bytes: int | None = None
+                 ) -> None:
         self.model, self.comm = model, comm
         self.optimizer = optimizer
         self.overlap, self.algorithm = overlap, algorithm
@@ -97,7 +100,8 @@ class DDP:
         total = sum(p.size for p in model.params)
         if flat is None:
             flat = comm.empty(total, dtype)
-        self.buckets = Buckets(model.shapes, bucket_bytes, flat, dtype)
+        self.buckets = Buckets(model.shapes, bucket_bytes, flat, dtype,
+                               first_bucket_bytes)
         for p in model.params:
             broadcast(p, comm, out=p, timeout=timeout)
 

@@ -31,8 +31,8 @@ class Config:
     about as much communication as backward compute on 2 CPU cores."""
     widths: tuple = (512,) * 9
     batch_per_rank: int = 64
-    #: 16 buckets (every tensor alone), 8 (a layer each), 3, 1 (nothing
-    #: to overlap)
+    #: by PyTorch's rule (a bucket closes once it holds the cap): 8
+    #: buckets (a layer each), 4 (two layers), 2, 1 (nothing to overlap)
     bucket_sizes: tuple = (256 << 10, 4 << 20, 8 << 20, 32 << 20)
     steps: int = 15                  # timed passes (medians)
     warmup: int = 2                  # passes dropped
