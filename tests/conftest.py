@@ -190,6 +190,15 @@ def no_leftover_processes():
 SPAWNING_MARKS = {"mpi", "multiproc", "slow"}
 
 
+def pytest_sessionstart(session):
+    """Build matplotlib's font cache before any test runs: on a fresh
+    machine its first import runs ``fc-list``, which the guard below would
+    blame on whichever unmarked test happened to draw first."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.font_manager  # noqa: F401  (builds the cache)
+
+
 @pytest.fixture(autouse=True)
 def _spawning_tests_are_marked(request, monkeypatch):
     """A test that starts a process must say so (``multiproc``, ``mpi`` or
