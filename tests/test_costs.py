@@ -116,7 +116,14 @@ def test_busbw_grows_with_size_and_ranks_argument():
     sizes = [2 ** k for k in range(10, 34, 4)]
     bws = [busbw("allreduce", s, c) for s in sizes]
     assert bws == sorted(bws)
-    assert busbw("allreduce", 2 ** 32, c, 8) > busbw("allreduce", 2 ** 32, c)
+    # ranks=8 is one node's group: exactly the one-node cluster's busbw
+    assert busbw("allreduce", 2 ** 32, c, 8) == \
+        busbw("allreduce", 2 ** 32, cluster("dgx-h100", 1))
+    # two nodes run NVLS-tree with the NICs at full rate (a root/leaf
+    # tree, nccl.nvls_tree_share); four nodes halve it and fall to ring
+    four = cluster("dgx-h100", 4)
+    assert best("allreduce", 2 ** 32, c).algorithm == "nvls_tree"
+    assert busbw("allreduce", 2 ** 32, four) < busbw("allreduce", 2 ** 32, c)
     assert busbw("allreduce", 2 ** 32, c, [0, 8]) < 60   # one NIC each
     with pytest.raises(ValueError):
         busbw("allgather", 2 ** 20, c)

@@ -151,14 +151,6 @@ def _meta(name):
 #: mechanism the model lacks). Kept as strict xfails: they must fail until
 #: the mechanism is modelled, then this entry goes.
 MISSES = {
-    "dstack-gcp-a4-b200-2node": (
-        1.77, "NVLS-tree on two nodes: each node's NICs carry V each way "
-        "(the two trees are a mirrored root/leaf pair), the model charges "
-        "2V (tree_bw = 0.5 x NICs), so it prices the ring instead"),
-    "dstack-lambda-b200-2node": (
-        1.82, "same two-node NVLS-tree mechanism as the A4 run"),
-    "oci-h100-2node-roce": (
-        1.25, "same two-node NVLS-tree mechanism (H100, RoCE)"),
     "dstack-gcp-a3high-tcpx-2node-allgather": (
         0.52, "GPUDirect-TCPX reaches about half of its 4 x 200 Gb/s; the "
         "table has no published TCPX efficiency and assumes NDR's 0.97"),

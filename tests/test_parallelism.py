@@ -54,8 +54,11 @@ def test_tp_across_nodes_is_slower():
     kw = dict(tp=8, pp=1, dp=2, global_batch=64, micro_batch=1)
     inside = iteration_time(model, c, **kw)
     across = iteration_time(model, c, order=("tp", "pp", "dp"), **kw)
-    assert across.parts["tp_comm"] > 2 * inside.parts["tp_comm"]
-    assert across.total_s > 1.2 * inside.total_s
+    # split 4 + 4 over two nodes, the TP all-reduce runs NVLS-tree: NVLS
+    # over 4 GPUs, then the 4 NICs at full rate (a two-node tree), 220 GB/s
+    # busbw against NVLS over 8 GPUs' 361 (nccl.choices): 1.64x here
+    assert across.parts["tp_comm"] > 1.5 * inside.parts["tp_comm"]
+    assert across.total_s > 1.1 * inside.total_s
     assert inside.parts["compute"] == pytest.approx(across.parts["compute"])
 
 

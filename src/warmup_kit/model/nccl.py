@@ -13,7 +13,8 @@ over ``N`` NVLink islands with ``k`` ranks in each:
   2 (k - 1 + log2 N) steps.
 * NVLS (NVLink SHARP, one island, Hopper+): the switch reduces; each GPU
   sends and receives V (k+1)/k, at ``nvls_efficiency`` of NVLink.
-* NVLS-tree: NVLS inside islands, a tree across them.
+* NVLS-tree: NVLS inside islands, a tree across them (algbw = half the
+  island's NICs, or all of them on two islands: :func:`nvls_tree_share`).
 
 Protocols scale bandwidth as tuning.cc does, with its ceilings: ring LL
 at half the bus bandwidth capped by ``llMaxBws`` (by GPU architecture on
@@ -225,10 +226,27 @@ def time_s(collective: str, algorithm: str, protocol: str, nbytes: float,
     if algorithm == "nvls" and N == 1:
         return base + NVLS_LAT_S + nbytes / nvls_bw
     if algorithm == "nvls_tree" and N > 1:
-        tree_bw = 0.5 * bw_x * TREE_CORRECTION
+        tree_bw = nvls_tree_share(N) * bw_x * TREE_CORRECTION
         t_lat = base + NVLS_LAT_S + 2 * math.ceil(math.log2(N)) * lat["net"]
         return t_lat + nbytes / min(nvls_bw, tree_bw)
     return math.inf
+
+
+def nvls_tree_share(N: int) -> float:
+    """The share of an island's NIC bandwidth that NVLS-tree's all-reduce
+    moves as algorithm bandwidth across ``N`` islands.
+
+    NCCL splits the data over two binary trees. With three or more islands
+    some island is an inner node of one tree: its NICs carry V/2 up and
+    V/2 down to each of two children and its parent, 2V each way in all,
+    so the algorithm bandwidth is half the NICs'. With two islands both
+    trees are one root and one leaf: each island's NICs carry V/2 of each
+    tree each way, V in all, and the full NIC bandwidth is the algorithm
+    bandwidth (tuning.cc: NVLS_TREE's ``bwInter`` is halved only when
+    ``nNodes > 2``). This is why two-node NVLS systems report a busbw
+    near twice their NICs' line rate.
+    """
+    return 1.0 if N == 2 else 0.5
 
 
 def _all_to_all_s(nbytes, s, n, N, k, frac, base, lat) -> float:
