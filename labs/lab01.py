@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 
 from warmup_kit import ALGORITHMS, cliargs
 from warmup_kit.comm import MPIComm, launch, launched_by_mpi
@@ -43,10 +44,14 @@ from warmup_kit.units import parse_size as _parse_size
 
 DEFAULT_SIZES = (1 << 10, 1 << 20, 16 << 20)
 MAX_SIZE = 1 << 30
+#: what each column of :func:`table` counts (printed above it, wrapped)
 LEGEND = ("sent/received: payload bytes this rank's transport counted; "
-          "predicted: the schedule's traffic();\n2(N-1)/N*V: the ring "
-          "formula; naive sent: bytes the naive algorithm sent when run here; "
-          "match: sent and received equal the prediction")
+          "predicted: the schedule's traffic(); formula: 2(N-1)/N*V, the "
+          "ring formula; naive: bytes the naive algorithm sent when run here; "
+          "match: sent and received equal the prediction; ms: median time "
+          "of a call")
+#: the longest line the table prints (the book's code column, 86)
+WIDTH = 86
 
 
 def parse_size(text: str) -> int:
@@ -150,20 +155,31 @@ def run_socket_ranks(args) -> list[dict]:
 
 
 def table(rows: list[dict]) -> str:
+    """One row per (algorithm, V, rank), each column as wide as its widest
+    entry plus one space (the lines stay within the book's 86 columns)."""
     n = rows[0]["ranks"]
-    head = (f"{'algorithm':<19}{'V bytes':>11}{'rank':>5}{'sent':>12}"
-            f"{'received':>12}{'predicted':>12}{'2(N-1)/N*V':>12}"
-            f"{'naive sent':>12}{'match':>6}{'median ms':>10}")
-    lines = [f"N = {n} ranks", LEGEND, head, "-" * len(head)]
+    body = []
     for r in sorted(rows, key=lambda r: (r["algorithm"], r["nbytes"], r["rank"])):
         ok = (r["bytes_sent"] == r["predicted_sent"]
               and r["bytes_received"] == r["predicted_received"])
         ms = "-" if r["median_s"] is None else f"{r['median_s'] * 1e3:.2f}"
-        lines.append(
-            f"{r['algorithm']:<19}{r['nbytes']:>11}{r['rank']:>5}"
-            f"{r['bytes_sent']:>12}{r['bytes_received']:>12}"
-            f"{r['predicted_sent']:>12}{r['formula_bytes']:>12.0f}"
-            f"{r['naive_sent']:>12}{'yes' if ok else 'NO':>6}{ms:>10}")
+        body.append([r["algorithm"], r["nbytes"], r["rank"], r["bytes_sent"],
+                     r["bytes_received"], r["predicted_sent"],
+                     f"{r['formula_bytes']:.0f}", r["naive_sent"],
+                     "yes" if ok else "NO", ms])
+    names = ["algorithm", "V bytes", "rank", "sent", "received", "predicted",
+             "formula", "naive", "match", "ms"]
+    cols = list(zip(names, *body))
+    width = [max(len(str(v)) for v in col) + 1 for col in cols]
+
+    def line(values) -> str:
+        first, *rest = values
+        return f"{first!s:<{width[0]}}" + "".join(
+            f"{v!s:>{w}}" for v, w in zip(rest, width[1:]))
+
+    head = line(names)
+    lines = [f"N = {n} ranks", textwrap.fill(LEGEND, WIDTH), head,
+             "-" * len(head)] + [line(b) for b in body]
     lines += ["", summary(rows)]
     return "\n".join(lines)
 
