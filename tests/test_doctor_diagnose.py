@@ -255,3 +255,62 @@ def test_a_new_table_key_plugs_into_the_gpu_names(monkeypatch):
     assert resolve_gpu("NVIDIA H100 80GB HBM3")[0] == "dgx-h100"
     assert resolve_gpu("NVIDIA A100-SXM4-80GB")[0] == "dgx-a100"
     assert resolve_gpu("Tesla T4") == (None, "Tesla T4")
+
+
+def _ramp(steps):
+    """Measured/model factors by size from 1 GiB up (``steps``), the
+    model's own numbers below."""
+    return lambda s: steps.get(s, 1.0 if s < GIB else list(steps.values())[-1])
+
+
+def test_a_late_plateau_is_judged_on_the_plateau():
+    """A run that climbs through 1-2 GiB and levels off at 4 GiB (a whole
+    NVL72 rack does) is judged on 4 and 8 GiB; the note says why."""
+    late = {GIB: 0.6, 2 * GIB: 0.7, 4 * GIB: 0.85, 8 * GIB: 0.85}
+    d = one(run_lines("dgx-h100", maxb=8 * GIB, factor=_ramp(late)))
+    assert d.verdict == "healthy" and d.ratio == pytest.approx(0.85, abs=0.02)
+    assert any("still climbs" in n and "judged from 4 GiB" in n
+               for n in d.notes), d.notes
+    low = {GIB: 0.5, 2 * GIB: 0.6, 4 * GIB: 0.7, 8 * GIB: 0.7}
+    d = one(run_lines("dgx-h100", maxb=8 * GIB, factor=_ramp(low)))
+    assert d.verdict == "degraded"                 # a low plateau stays low
+
+
+def test_a_run_still_climbing_at_its_largest_size_is_judged_there():
+    rising = {GIB: 0.5, 2 * GIB: 0.6, 4 * GIB: 0.7, 8 * GIB: 0.85}
+    d = one(run_lines("dgx-h100", maxb=8 * GIB, factor=_ramp(rising)))
+    assert d.ratio == pytest.approx(0.85, abs=0.02)
+    assert any("sweep larger" in n for n in d.notes), d.notes
+
+
+def test_a_collapse_is_not_mistaken_for_a_climb():
+    """Falling rows are judged whole: only climbing leading rows drop."""
+    fall = {GIB: 1.0, 2 * GIB: 0.3, 4 * GIB: 0.3, 8 * GIB: 0.3}
+    d = one(run_lines("dgx-h100", maxb=8 * GIB, factor=_ramp(fall)))
+    assert d.verdict == "broken" and len([n for n in d.notes
+                                          if "climbs" in n]) == 0
+
+
+@pytest.mark.parametrize("key", sorted(hardware.FABRICS))
+def test_nic_flag_takes_every_fabric_key_the_model_does(key):
+    """``--nic gcp-tcpx`` builds the node ``cluster(..., nic=key)`` does."""
+    assert parse_nic(f" {key.upper()} ") == key
+    s = node_system("dgx-h100", parse_nic(key))
+    ref = hardware.cluster("dgx-h100", 2, nic=key).system
+    assert (s.nic, s.nics_per_node, s.nic_count) == \
+        (ref.nic, ref.nics_per_node, ref.nic_count)
+
+
+def test_nic_counts_the_model_takes_build_the_models_node():
+    for spec in ("4x100G", "8x400G", "16x200G", "32x100G"):
+        s = node_system("dgx-h100", parse_nic(spec))
+        ref = hardware.cluster("dgx-h100", 1, nic=spec).system
+        assert (s.nic, s.nics_per_node) == (ref.nic, ref.nics_per_node), spec
+
+
+def test_a_fabric_flag_prices_the_run():
+    lines = run_lines("dgx-h100", hosts=2, maxb=4 * GIB)
+    d = one(lines, nic="gcp-tcpx")
+    assert d.setup.system.nic.name.startswith("GCP GPUDirect-TCPX")
+    assert d.verdict == "healthy"          # the model's 8x400G numbers beat
+    assert d.ratio > 1                     # 4 x 200G: faster than expected

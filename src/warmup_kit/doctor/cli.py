@@ -14,6 +14,7 @@ from warmup_kit.doctor.errors import DoctorInputError
 from warmup_kit.doctor.report import document, plot, table
 from warmup_kit.doctor.setup import Flags
 from warmup_kit.doctor.systems import known, parse_nic
+from warmup_kit.model.hardware import FABRICS
 
 
 def _nic(text: str) -> str:
@@ -62,7 +63,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--nodes", type=cliargs.int_range(1, 100000),
                    help="nodes when the log does not say")
     p.add_argument("--nic", type=_nic, help="NICs per node x Gbit/s each, "
-                   "e.g. 4x100G (cloud EFA), 8x400G; default: the system's")
+                   "e.g. 4x100G, 8x400G, or a fabric: "
+                   f"{', '.join(sorted(FABRICS))}; default: the system's")
     p.add_argument("--system", type=_system,
                    help=f"hardware table key: {', '.join(known())}")
     p.add_argument("--json", action="store_true",

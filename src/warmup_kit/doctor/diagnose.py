@@ -2,7 +2,12 @@
 
 **Verdict.** The doctor judges the bandwidth-bound end of the sweep: the
 rows of at least 1/8 of the largest size (the top four sizes of a ``-f 2``
-sweep), where bytes, not latency, set the time. Their median ratio
+sweep), where bytes, not latency, set the time, less those the measured
+busbw is still climbing through (the next size 5% faster or more). NVLS
+levels off late: CoreWeave's published NVL72 rack climbs from 681 GB/s at
+1 GiB to 839 at 4 GiB, and NCCL's maintainers call 256 MiB too small for
+NVLS' peak on 8 H100s (github.com/NVIDIA/nccl-tests/issues/212), where
+the model is level by then. Their median ratio
 measured / expected is
 
 * ``healthy`` at :data:`HEALTHY` (0.80) or more,
@@ -42,6 +47,8 @@ BROKEN = 0.40
 FAST = 1.25
 #: the judged rows: this fraction of the largest size and up
 JUDGED_FRACTION = 1 / 8
+#: ... less the leading ones after which busbw still rises this much
+RISING = 1.05
 #: a size whose ratio is below this fraction of both neighbours' is a dip
 DIP = 0.6
 #: a size whose busbw is below this fraction of the size before it, with
@@ -55,7 +62,8 @@ NEAR = 1.5
 #: the numbers "match" an algorithm's prediction within this fraction
 MATCH = 0.15
 THRESHOLDS = {"healthy": f"median measured/expected >= {HEALTHY} over the "
-                         "sizes >= 1/8 of the largest, and #wrong = 0",
+                         "sizes >= 1/8 of the largest where busbw has "
+                         "stopped climbing, and #wrong = 0",
               "degraded": f"{BROKEN} <= ratio < {HEALTHY}",
               "broken": f"ratio < {BROKEN}, or #wrong > 0 / out-of-bounds "
                         "values",
@@ -142,12 +150,26 @@ def _precise(r: Row, n: int) -> float:
 
 
 def judged_rows(rows: list[Judged]) -> list[Judged]:
-    """The bandwidth-bound end: rows of >= 1/8 of the largest size."""
+    """The bandwidth-bound end: rows of >= 1/8 of the largest size, from
+    the first one where the measured busbw stops climbing (the next size
+    is less than :data:`RISING` times faster), so a sweep that reaches
+    its plateau late is judged on the plateau; the largest row always."""
     have = [j for j in rows if j.ratio is not None]
     if not have:
         return []
     top = max(j.row.nbytes for j in have)
-    return [j for j in have if j.row.nbytes >= top * JUDGED_FRACTION]
+    window = [j for j in have if j.row.nbytes >= top * JUDGED_FRACTION]
+    return window[_climbing(window):]
+
+
+def _climbing(window: list[Judged]) -> int:
+    """How many leading rows of ``window`` the measured busbw still climbs
+    through (each followed by one at least :data:`RISING` times faster)."""
+    i = 0
+    while i + 1 < len(window) and window[i + 1].row.busbw_gbps >= \
+            RISING * window[i].row.busbw_gbps:
+        i += 1
+    return i
 
 
 def _fmt(g: float) -> str:
@@ -183,6 +205,20 @@ def diagnose(run: Run, setup: Setup) -> Diagnosis:
         d.notes.append(f"the largest size is {human_bytes(top[-1].row.nbytes)}"
                        ": still partly latency-bound; sweep to 1 GiB or more "
                        "(-e 1G) for a bandwidth verdict")
+    window = [j for j in rows if j.ratio is not None and top and
+              j.row.nbytes >= top[-1].row.nbytes * JUDGED_FRACTION]
+    if top and len(window) > len(top):
+        first, last = window[0], top[0]
+        d.notes.append(
+            f"busbw still climbs from {_fmt(first.row.busbw_gbps)} at "
+            f"{human_bytes(first.row.nbytes)} to {_fmt(last.row.busbw_gbps)} "
+            f"at {human_bytes(last.row.nbytes)}: judged from "
+            f"{human_bytes(last.row.nbytes)} on, where it levels off (the "
+            "model expected the plateau sooner: more fixed cost per call "
+            "than it prices)")
+    if len(window) > 1 and len(top) == 1:
+        d.notes.append("busbw is still climbing at the largest size: sweep "
+                       "larger (-e) for a bandwidth verdict")
     if run.truncated:
         d.notes.append("the run is cut short (a partial last row): judged on "
                        "the rows it has")
@@ -228,14 +264,13 @@ def _causes(d: Diagnosis, top: list[Judged], bad: list[Row],
         elif f.ofi_provider is not None and f.ofi_provider.value in (
                 "tcp", "sockets", "udp"):
             _add(d, "network on sockets", f.ofi_provider.cite())
-        present = (setup.nic[0] if setup.nic else
-                   nics_per_node(setup.system) if setup.system else None)
+        present = nics_per_node(setup.system) if setup.system else None
         if f.nics_in_use is not None and present and \
                 f.nics_in_use.value < present and \
                 not (f.net is not None and f.net.value == "Socket"):
             _add(d, "fewer NICs in use than present",
                  f"{f.nics_in_use.value} NIC(s) in use of the {present} a "
-                 f"node has ({'--nic' if setup.nic else setup.key}): "
+                 f"node has ({'--nic ' + setup.nic if setup.nic else setup.key}): "
                  f"{f.nics_in_use.cite()}")
         if f.gdr is not None and f.gdr.value is False and \
                 not (f.net is not None and f.net.value == "Socket"):

@@ -42,7 +42,7 @@ class Setup:
     how: dict[str, str] = field(default_factory=dict)
     unknown: str = ""
     gpu_name: str = ""
-    nic: tuple[int, float] | None = None
+    nic: str | None = None
 
 
 def _count(run: Run) -> tuple[int | None, int | None, int | None, str]:

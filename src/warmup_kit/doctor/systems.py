@@ -1,5 +1,5 @@
 """Which system a log ran on: GPU names to hardware-table keys, and the
-node the flags describe (``--nic COUNTxSPEED``).
+node the flags describe (``--nic COUNTxSPEED`` or a fabric key).
 
 :data:`GPU_NAMES` maps the device names nccl-tests prints (``NVIDIA
 A100-SXM4-80GB``, ``NVIDIA H100 80GB HBM3``, ``AMD Instinct MI300X``) to
@@ -63,29 +63,35 @@ _NIC = re.compile(r"^\s*(\d+)\s*[xX*]\s*(\d+(?:\.\d+)?)\s*"
                   r"(?:G|Gb|Gbit|Gbps|Gb/s)?\s*$", re.I)
 
 
-def parse_nic(text: str) -> tuple[int, float]:
-    """``"4x100G"`` -> (4, 100.0): NICs per node and Gbit/s each."""
-    m = _NIC.match(str(text))
+def parse_nic(text: str) -> str:
+    """A ``--nic`` value, checked and normalised: a fabric key of
+    :data:`warmup_kit.model.hardware.FABRICS` (``"roce-400g"``, ``"gcp-tcpx"``:
+    count, rate and technology) or ``COUNTxSPEED`` in Gbit/s per NIC
+    (``"4x100G"``: the system's own NIC technology at that rate)."""
+    t = str(text).strip()
+    if t.lower() in hardware.FABRICS:
+        return t.lower()
+    m = _NIC.match(t)
     if not m:
-        raise DoctorInputError(f"--nic {text!r}: expected COUNTxSPEED in "
-                               "Gbit/s per NIC, e.g. 4x100G or 8x400G")
+        raise DoctorInputError(
+            f"--nic {text!r}: expected COUNTxSPEED in Gbit/s per NIC, e.g. "
+            f"4x100G or 8x400G, or a fabric: {', '.join(sorted(hardware.FABRICS))}")
     count, gbit = int(m.group(1)), float(m.group(2))
     if not 1 <= count <= 64 or not 0 < gbit <= 10000:
         raise DoctorInputError(f"--nic {text!r}: 1..64 NICs of 0..10000 "
                                "Gbit/s each")
-    return count, gbit
+    return f"{count}x{gbit:g}G"
 
 
-def node_system(key: str, nic: tuple[int, float] | None = None) -> System:
-    """System ``key`` with ``nic`` = (NICs per node, Gbit/s each) in place
-    of its own NICs (same efficiency and latency per message).
+def node_system(key: str, nic: str | None = None) -> System:
+    """System ``key`` with the NICs ``nic`` describes (:func:`parse_nic`'s
+    forms) in place of its own.
 
-    The one place the doctor builds a node; when the hardware table takes
-    ``nic=`` itself (``hardware.cluster(name, nodes, nic="4x100G")``) this
-    becomes a call to it. NICs that divide the node's GPUs keep
-    :func:`~warmup_kit.model.hardware.with_nics`' meaning (each GPU reaches
-    the network through its share of them); any other count is spread
-    evenly as a per-GPU share of the node's total.
+    A fabric key, or a count that divides the node's GPUs or is a multiple
+    of them, is :func:`warmup_kit.model.hardware.with_nic`'s node, the one
+    ``cluster(key, nodes, nic=...)`` builds. Any other count (3 NICs for 8
+    GPUs), which the hardware table refuses, is spread evenly as a per-GPU
+    share of the node's total, so a reader's odd node can still be priced.
     """
     if key not in hardware.SYSTEMS:
         raise DoctorInputError(f"unknown system {key!r}; the model knows "
@@ -93,24 +99,27 @@ def node_system(key: str, nic: tuple[int, float] | None = None) -> System:
     s = hardware.SYSTEMS[key]
     if nic is None:
         return s
-    count, gbit = nic
+    nic = parse_nic(nic)
+    if nic in hardware.FABRICS:
+        return hardware.with_nic(key, nic)
+    count, gbit = hardware.parse_nic(nic)
     g = s.gpus_per_node
-    per_nic = gbit / 8.0
-    link_name = f"{count}x {gbit:g} Gb/s NIC"
-    if count <= g and g % count == 0:
-        base = hardware.with_nics(key, count) if count < g else s
-        link = replace(s.nic, name=link_name, gbps=per_nic,
-                       source=f"--nic {count}x{gbit:g}G")
-        return replace(base, name=f"{key}/{count}x{gbit:g}G", nic=link)
-    link = replace(s.nic, name=link_name, gbps=per_nic * count / g,
-                   source=f"--nic {count}x{gbit:g}G, shared by {g} GPUs")
-    return replace(s, name=f"{key}/{count}x{gbit:g}G", nic=link,
-                   nics_per_node=None)
+    if (count <= g and g % count == 0) or count % g == 0:
+        return hardware.with_nic(key, nic)
+    link = replace(s.nic, name=f"{count}x {gbit:g} Gb/s NIC",
+                   gbps=gbit / 8.0 * count / g,
+                   source=f"--nic {nic}, shared by {g} GPUs")
+    return replace(s, name=f"{key}/{nic}", nic=link, nics_per_node=None,
+                   nic_count=count)
 
 
 def nics_per_node(s: System) -> int:
-    """Scale-out NICs a node of ``s`` has (one per GPU unless fewer)."""
-    return s.gpus_per_node if s.nics_per_node is None else s.nics_per_node
+    """Scale-out NICs a node of ``s`` shows NCCL: its rails (one per GPU
+    unless fewer; striped NICs, AWS's EFA, count as one port per GPU), or
+    for a count :func:`node_system` shared evenly, that count."""
+    if s.nics_per_node is not None:
+        return s.nics_per_node
+    return s.nic_count if s.nic_count is not None else s.gpus_per_node
 
 
 def build_cluster(s: System, nodes: int) -> Cluster:
