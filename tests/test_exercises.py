@@ -27,7 +27,7 @@ def _hand_ring_reduce_scatter(n: int) -> Schedule:
 
 def _fails(r, *words):
     assert not r.passed and not r
-    text = str(r)
+    text = " ".join(str(r).split())     # as read: str() wraps at 86 columns
     assert "NOT YET" in text and "hint:" in text
     for w in words:
         assert w in text, text

@@ -10,7 +10,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 CORE = {"warmup_kit.schedule", "warmup_kit.ops", "warmup_kit.errors",
-        "warmup_kit.units"}
+        "warmup_kit.units", "warmup_kit.textfit"}
 
 
 def _modules() -> dict[str, Path]:

@@ -9,45 +9,52 @@ import platform
 import numpy as np
 
 from warmup_kit.machine import cores, cpu_name
+from warmup_kit.textfit import fit
 
 COLUMNS = ("size", "count", "type", "redop", "root", "algorithm", "time_us",
            "spread_pct", "algbw_gbps", "busbw_gbps", "wrong")
-LEGEND = ("# time: median over iterations of the slowest rank's time; "
-          "spread: interquartile range, % of the median;\n"
+LEGEND = ("# time: median over iterations of the slowest rank's time;\n"
+          "# spread: interquartile range, % of the median;\n"
           "# algbw = size / time; busbw = algbw x the collective's "
-          "nccl-tests factor; #wrong: elements that differ from the "
-          "expected result")
+          "nccl-tests factor;\n"
+          "# #wrong: elements that differ from the expected result")
 
 
 def table(results: list[dict], header: dict) -> str:
     """The nccl-tests table: one line per size and implementation."""
     lines = [f"# warmup-bench: {header['collective']}, {header['ranks']} "
              f"ranks over {header['transport']}, {header['type']} "
-             f"{header['redop']}, iters {header['iters']} warmup "
-             f"{header['warmup']}, check {'on' if header['check'] else 'off'}",
+             f"{header['redop']}",
+             f"# iters {header['iters']}, warmup {header['warmup']}, check "
+             f"{'on' if header['check'] else 'off'}",
              f"# timed: {header.get('timed', '')}",
              f"# machine: {header['machine']}",
              LEGEND,
-             "#",
-             f"# {'size':>10} {'count':>12} {'type':>7} {'redop':>6} "
-             f"{'root':>5} {'algorithm':>19} {'time':>10} {'spread':>7} "
-             f"{'algbw':>7} {'busbw':>7} {'#wrong':>7}",
-             f"# {'(B)':>10} {'(elements)':>12} {'':>7} {'':>6} {'':>5} "
-             f"{'':>19} {'(us)':>10} {'(%)':>7} {'(GB/s)':>7} {'(GB/s)':>7} "
-             f"{'':>7}"]
-    for r in results:
-        lines.append(
-            f"  {r['size']:>10} {r['count']:>12} {r['type']:>7} "
-            f"{r['redop']:>6} {r['root']:>5} {r['algorithm']:>19} "
-            f"{r['time_us']:>10.2f} {r['spread_pct']:>7.1f} "
-            f"{r['algbw_gbps']:>7.3f} {r['busbw_gbps']:>7.3f} "
-            f"{r['wrong']:>7}")
+             "#"]
+    head = ("size", "count", "type", "redop", "root", "algorithm", "time",
+            "spread", "algbw", "busbw", "#wrong")
+    unit = ("(B)", "(elements)", "", "", "", "", "(us)", "(%)", "(GB/s)",
+            "(GB/s)", "")
+    body = [(str(r["size"]), str(r["count"]), str(r["type"]),
+             str(r["redop"]), str(r["root"]), str(r["algorithm"]),
+             f"{r['time_us']:.2f}", f"{r['spread_pct']:.1f}",
+             f"{r['algbw_gbps']:.3f}", f"{r['busbw_gbps']:.3f}",
+             str(r["wrong"])) for r in results]
+    # each column as wide as its widest cell, so the table stays within
+    # the book's 86 columns for the kit's own algorithm names
+    w = [max(len(x[i]) for x in (head, unit, *body)) for i in range(len(head))]
+
+    def line(lead: str, cells) -> str:
+        return lead + " ".join(f"{c:>{w[i]}}" for i, c in enumerate(cells))
+
+    lines += [line("# ", head), line("# ", unit).rstrip()]
+    lines += [line("  ", b) for b in body]
     bad = sum(r["wrong"] for r in results)
     lines.append(f"# Out of bounds values : {bad} {'OK' if not bad else 'FAILED'}")
     for a in dict.fromkeys(r["algorithm"] for r in results):
         bw = [r["busbw_gbps"] for r in results if r["algorithm"] == a]
         lines.append(f"# Avg bus bandwidth    : {np.mean(bw):.4f} GB/s ({a})")
-    return "\n".join(lines)
+    return fit("\n".join(lines))
 
 
 def parse_table(text: str) -> list[dict]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from warmup_kit.doctor.diagnose import (BROKEN, FAST, HEALTHY, THRESHOLDS,
                                         Diagnosis, judged_rows)
 from warmup_kit.doctor.systems import describe
+from warmup_kit.textfit import fit
 from warmup_kit.units import human_bytes
 
 ORDER = {"healthy": 0, "unknown": 1, "degraded": 2, "broken": 3}
@@ -94,7 +95,7 @@ def _system_line(d: Diagnosis) -> str:
 
 
 def table(d: Diagnosis) -> str:
-    """The terminal report of one run."""
+    """The terminal report of one run, lines wrapped to 86 columns."""
     r = d.run
     lines = [f"== {r.source}, run {r.index + 1}: {r.kind} "
              f"{r.collective or '?'} ({r.collective_how})",
@@ -138,7 +139,7 @@ def table(d: Diagnosis) -> str:
         lines.append("no cause to report")
     for n in d.notes:
         lines.append(f"note: {n}")
-    return "\n".join(lines)
+    return fit("\n".join(lines))
 
 
 def plot(ds: list[Diagnosis], path: str) -> None:

@@ -17,8 +17,7 @@ import textwrap
 from dataclasses import dataclass
 from numbers import Integral, Real
 
-#: the longest line a result prints
-WIDTH = 86
+from warmup_kit.textfit import WIDTH
 
 
 @dataclass(frozen=True)
@@ -49,17 +48,17 @@ class Result:
         return lines
 
     def __str__(self) -> str:
-        return "\n".join(self._lines())
-
-    def __repr__(self) -> str:
-        """What a notebook shows: the same lines wrapped to ``WIDTH`` (the
-        site's code column; a longer line scrolls sideways)."""
+        """The verdict and hint, wrapped to ``WIDTH`` (the site's code
+        column; a longer line scrolls sideways), for ``print`` and for a
+        notebook's display alike."""
         return "\n".join(
             "\n".join(textwrap.wrap(line, WIDTH, break_on_hyphens=False,
                                     subsequent_indent=" " * (
                                         8 if line.startswith("  hint:")
                                         else 2)))
             for line in self._lines())
+
+    __repr__ = __str__
 
     def __bool__(self) -> bool:
         return self.passed
