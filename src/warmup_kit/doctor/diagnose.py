@@ -154,12 +154,17 @@ def judged_rows(rows: list[Judged]) -> list[Judged]:
     the first one where the measured busbw stops climbing (the next size
     is less than :data:`RISING` times faster), so a sweep that reaches
     its plateau late is judged on the plateau; the largest row always."""
+    window = bandwidth_window(rows)
+    return window[_climbing(window):]
+
+
+def bandwidth_window(rows: list[Judged]) -> list[Judged]:
+    """The rows with a ratio of >= 1/8 of the largest size."""
     have = [j for j in rows if j.ratio is not None]
     if not have:
         return []
     top = max(j.row.nbytes for j in have)
-    window = [j for j in have if j.row.nbytes >= top * JUDGED_FRACTION]
-    return window[_climbing(window):]
+    return [j for j in have if j.row.nbytes >= top * JUDGED_FRACTION]
 
 
 def _climbing(window: list[Judged]) -> int:
@@ -205,8 +210,7 @@ def diagnose(run: Run, setup: Setup) -> Diagnosis:
         d.notes.append(f"the largest size is {human_bytes(top[-1].row.nbytes)}"
                        ": still partly latency-bound; sweep to 1 GiB or more "
                        "(-e 1G) for a bandwidth verdict")
-    window = [j for j in rows if j.ratio is not None and top and
-              j.row.nbytes >= top[-1].row.nbytes * JUDGED_FRACTION]
+    window = bandwidth_window(rows)
     if top and len(window) > len(top):
         first, last = window[0], top[0]
         d.notes.append(

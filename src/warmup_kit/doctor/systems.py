@@ -100,12 +100,12 @@ def node_system(key: str, nic: str | None = None) -> System:
     if nic is None:
         return s
     nic = parse_nic(nic)
-    if nic in hardware.FABRICS:
+    try:
         return hardware.with_nic(key, nic)
+    except ValueError:          # a count that neither divides nor
+        pass                    # multiplies the node's GPUs
     count, gbit = hardware.parse_nic(nic)
     g = s.gpus_per_node
-    if (count <= g and g % count == 0) or count % g == 0:
-        return hardware.with_nic(key, nic)
     link = replace(s.nic, name=f"{count}x {gbit:g} Gb/s NIC",
                    gbps=gbit / 8.0 * count / g,
                    source=f"--nic {nic}, shared by {g} GPUs")

@@ -13,11 +13,10 @@ of range raises ``TypeError`` or ``ValueError`` naming the field.
 """
 from __future__ import annotations
 
-import textwrap
 from dataclasses import dataclass
 from numbers import Integral, Real
 
-from warmup_kit.textfit import WIDTH
+from warmup_kit.textfit import WIDTH, fit
 
 
 @dataclass(frozen=True)
@@ -51,12 +50,8 @@ class Result:
         """The verdict and hint, wrapped to ``WIDTH`` (the site's code
         column; a longer line scrolls sideways), for ``print`` and for a
         notebook's display alike."""
-        return "\n".join(
-            "\n".join(textwrap.wrap(line, WIDTH, break_on_hyphens=False,
-                                    subsequent_indent=" " * (
-                                        8 if line.startswith("  hint:")
-                                        else 2)))
-            for line in self._lines())
+        return "\n".join(fit(line, WIDTH, hang=6 if line.startswith("  hint:")
+                              else 2) for line in self._lines())
 
     __repr__ = __str__
 
