@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from warmup_kit.comm import shm
 from warmup_kit.comm.mpirun import Kept
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -193,10 +194,16 @@ SPAWNING_MARKS = {"mpi", "multiproc", "slow"}
 def pytest_sessionstart(session):
     """Build matplotlib's font cache before any test runs: on a fresh
     machine its first import runs ``fc-list``, which the guard below would
-    blame on whichever unmarked test happened to draw first."""
+    blame on whichever unmarked test happened to draw first. Tag the
+    worker's shared-memory segments."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.font_manager  # noqa: F401  (builds the cache)
+    # every shared-memory segment this worker's jobs create carries its
+    # name (tests/test_shm.py's leftover check looks only at its own: a
+    # segment another worker's agent made for ranks still starting is
+    # mapped by nobody for a moment, and is not a leftover of this worker)
+    os.environ[shm.TAG_ENV] = os.environ.get("PYTEST_XDIST_WORKER", "main")
 
 
 @pytest.fixture(autouse=True)

@@ -19,14 +19,17 @@ import pytest
 import warmup_kit as wk
 from warmup_kit.algorithms import algorithms_for
 from warmup_kit.comm.keeper import shm_mappers
-from warmup_kit.comm.shm import SLOT, STEPS, ctrl_bytes
+from warmup_kit.comm.shm import (SLOT, STEPS, TAG_ENV, Segment, ctrl_bytes,
+                                  segment_prefix)
 
 pytestmark = pytest.mark.multiproc
 
 
 def _segments() -> set[str]:
+    """This worker's segments (conftest tags them) and multiprocessing's."""
     d = Path("/dev/shm")
-    return {p.name for p in d.iterdir() if p.name.startswith(("psm_", "wk_"))
+    return {p.name for p in d.iterdir()
+            if p.name.startswith(("psm_", segment_prefix()))
             } if d.is_dir() else set()
 
 
@@ -162,6 +165,43 @@ def test_segments_are_unlinked_and_memory_is_bounded(clean_shm):
     with pytest.raises(MemoryError, match="shm_bytes"):
         wk.launch(lambda comm: comm.empty(1 << 20), 1, transport="shm",
                   shm_bytes=4096, timeout=20)
+
+
+def test_segment_names_carry_the_environments_tag(monkeypatch):
+    monkeypatch.setenv(TAG_ENV, "gw3")
+    seg = Segment.create(4096)
+    try:
+        assert seg.name.startswith("wk_gw3_") and len(seg.name) == 23
+    finally:
+        seg.unlink()
+    monkeypatch.delenv(TAG_ENV)
+    assert segment_prefix() == "wk_"
+    for bad in ("../x", "a b", "x" * 17, "gw\u00e9"):
+        monkeypatch.setenv(TAG_ENV, bad)
+        with pytest.raises(ValueError, match=TAG_ENV):
+            segment_prefix()
+
+
+def _member_fails(comm):
+    """Rank 1 fails to map the segment its split's leader (rank 0) made
+    and leaves: rank 0's exchange fails on the lost member, and the
+    segment's name must go with it."""
+    if comm.rank == 1:
+        def refuse(name):
+            raise RuntimeError(f"rank 1 does not map {name}")
+        Segment.attach = staticmethod(refuse)      # in rank 1's process only
+    try:
+        comm.split(0)
+    except Exception as e:
+        return type(e).__name__
+    return "split"
+
+
+@pytest.mark.timeout(90)
+def test_failed_split_unlinks_its_segment(clean_shm):
+    out = wk.launch(_member_fails, 2, transport="shm", timeout=60,
+                    return_exceptions=True)
+    assert out == ["PeerLost", "RuntimeError"], out
 
 
 def _split_sum(comm):

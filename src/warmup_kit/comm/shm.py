@@ -67,6 +67,11 @@ STALE_NS = 500_000_000        # a heartbeat older than this: not running
 SPINS = 50
 _NAME_BYTES = 64
 _SPLIT_TAG = TAG_MAX - 1
+#: the environment variable whose value (letters and digits, at most 16)
+#: goes into the name of every segment this process and its children
+#: create, ``wk_<tag>_<random>``, so that jobs running side by side (the
+#: test suite's workers) can tell their own segments from another's
+TAG_ENV = "WARMUP_KIT_SHM_TAG"
 
 
 def _dead(pid: int) -> bool:
@@ -453,10 +458,12 @@ class ShmComm(Comm):
             raw = seg.name.encode()
             name[:len(raw)] = np.frombuffer(raw, np.uint8)
             acks = [np.zeros(1, np.uint8) for _ in members[1:]]
-            self.exchange([(m, name) for m in members[1:]],
-                          list(zip(members[1:], acks)), tag=_SPLIT_TAG,
-                          deadline=deadline)
-            seg.unlink()               # mapped by every member now
+            try:
+                self.exchange([(m, name) for m in members[1:]],
+                              list(zip(members[1:], acks)), tag=_SPLIT_TAG,
+                              deadline=deadline)
+            finally:                   # mapped by every member now, or a
+                seg.unlink()           # member failed: the name goes
         else:
             self.recv(name, leader, _SPLIT_TAG, timeout=60)
             seg = Segment.attach(bytes(name).rstrip(b"\0").decode())
@@ -486,7 +493,7 @@ class Segment:
 
     @classmethod
     def create(cls, nbytes: int) -> "Segment":
-        name = f"wk_{secrets.token_hex(8)}"
+        name = f"{segment_prefix()}{secrets.token_hex(8)}"
         fd = os.open(f"{cls.DIR}/{name}", os.O_CREAT | os.O_EXCL | os.O_RDWR,
                      0o600)
         os.ftruncate(fd, nbytes)
@@ -503,6 +510,18 @@ class Segment:
             os.unlink(f"{self.DIR}/{self.name}")
         except FileNotFoundError:
             pass
+
+
+def segment_prefix() -> str:
+    """``wk_`` and, where :data:`TAG_ENV` is set, its tag and ``_``: the
+    start of every name :meth:`Segment.create` makes."""
+    tag = os.environ.get(TAG_ENV, "")
+    if not tag:
+        return "wk_"
+    if not (tag.isascii() and tag.isalnum() and len(tag) <= 16):
+        raise ValueError(f"{TAG_ENV} must be 1-16 letters and digits, got "
+                         f"{tag!r}")
+    return f"wk_{tag}_"
 
 
 def make_segments(world: int, shm_bytes: int) -> list:
