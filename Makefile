@@ -59,8 +59,11 @@ site-picture: venv
 ## every chapter run in JupyterLab as a reader would (Run All, move a
 ## slider) in headless Chromium: errors, stretched images, cut labels, live
 ## redraws; screenshots in _build/lab-screenshots. Skipped without chromium.
+## LAB_SHARD=I/N checks every N-th notebook from the I-th (make test runs
+## two shards side by side: the check mostly waits on kernels and a browser)
 check-lab: venv
-	$(BIN)/python tools/check_lab.py --out _build/lab-screenshots
+	$(BIN)/python tools/check_lab.py --out _build/lab-screenshots \
+	  $(if $(LAB_SHARD),--shard $(LAB_SHARD))
 
 ## fast unit tests only (the inner loop: under a minute on 2 cores)
 unit: venv

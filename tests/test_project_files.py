@@ -143,8 +143,11 @@ def test_makefile_targets():
     assert "tools/test_stages.py" in test_recipe
     stages = (ROOT / "tools" / "test_stages.py").read_text()
     for stage in ('"pytest", "-q", "tests"', '"--nbval", "book"',
-                  '"book"]', '"check-site"]', '"check-lab"]'):
+                  '"book"]', '"check-site"]', '"check-lab",'):
         assert stage in stages, stage
+    # the lab check's shards, together, check every notebook once
+    assert "LAB_SHARD={i}/{LAB_SHARDS}" in stages
+    assert "$(if $(LAB_SHARD),--shard $(LAB_SHARD))" in text
     assert re.search(r"^test:.*\bvenv\b", text, re.M)
     assert re.search(r"^book:.*\bvenv\b", text, re.M)
     assert "jupyter-book build" in text

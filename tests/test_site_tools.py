@@ -6,6 +6,7 @@ the limit, and (where chromium is installed) the search and header-menu
 checks tell a working page from a broken one."""
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -568,6 +569,31 @@ def test_raw_myst_fails_unless_no_strict_myst():
     lines, failed = check_lab.report("a.ipynb", ["error output: E: x"], myst,
                                      "", False)
     assert failed and lines[0] == "FAIL a.ipynb: error output: E: x"
+
+
+def test_lab_shards_split_the_book_each_notebook_once():
+    """make test runs check_lab as shards 1/2 and 2/2: together they check
+    every notebook of the book, none twice."""
+    import check_lab
+    book = sorted((ROOT / "book").glob("*.ipynb"))
+    for n in (1, 2, 3, len(book)):
+        parts = [check_lab.in_shard(book, (i, n)) for i in range(1, n + 1)]
+        assert sorted(sum(parts, [])) == book, n
+        assert all(parts), n            # no shard is empty on the book
+    assert check_lab.in_shard(book, None) == book
+    assert check_lab.shard("2/3") == (2, 3)
+    for bad in ("0/2", "3/2", "2", "a/b", "1/0"):
+        with pytest.raises(argparse.ArgumentTypeError, match="I/N"):
+            check_lab.shard(bad)
+
+
+def test_a_bad_shard_is_a_one_line_usage_error(capsys):
+    import check_lab
+    with pytest.raises(SystemExit) as e:
+        check_lab.main(["--shard", "3/2"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "'3/2' is not I/N" in err and "Traceback" not in err
 
 
 # -- without chromium: SKIPPED for a developer, a failure in CI ----------

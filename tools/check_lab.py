@@ -3,7 +3,7 @@
 Usage (``make test`` runs it where Debian's ``chromium`` is installed):
 
     .venv/bin/python tools/check_lab.py [book/ch03_ring.ipynb ...] \
-        [--out _build/lab-screenshots]
+        [--out _build/lab-screenshots] [--shard I/N]
 
 Starts JupyterLab on 127.0.0.1 (a random token, the app exposed to the
 page), opens each notebook in headless Chromium, runs all cells as a reader
@@ -340,6 +340,25 @@ def lab_root(notebooks: list[Path], root: Path) -> list[str]:
     return rels
 
 
+def shard(text: str) -> tuple[int, int]:
+    """``--shard I/N``'s value: two integers with 1 <= I <= N."""
+    m = re.fullmatch(r"(\d+)/(\d+)", text.strip())
+    if not m or not 1 <= int(m[1]) <= int(m[2]):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not I/N with 1 <= I <= N (e.g. 1/2)")
+    return int(m[1]), int(m[2])
+
+
+def in_shard(notebooks: list[Path], which: tuple[int, int] | None
+             ) -> list[Path]:
+    """Shard I of N: every N-th notebook from the I-th, so the N shards
+    split the list, each notebook in exactly one (None: all of them)."""
+    if which is None:
+        return list(notebooks)
+    i, n = which
+    return list(notebooks[i - 1::n])
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("notebooks", nargs="*", type=Path)
@@ -349,8 +368,13 @@ def main(argv=None) -> int:
                     help="fail on MyST roles and directives shown wrong "
                          "(default; --no-strict-myst makes them notes)")
     ap.add_argument("--chromium", default=find_chromium())
+    ap.add_argument("--shard", type=shard, metavar="I/N",
+                    help="check only every N-th notebook from the I-th "
+                         "(1-based): make test runs 1/2 and 2/2 side by "
+                         "side, a JupyterLab and a browser each")
     args = ap.parse_args(argv)
     notebooks = args.notebooks or sorted((ROOT / "book").glob("*.ipynb"))
+    notebooks = in_shard(notebooks, args.shard)
     missing = [nb for nb in notebooks if not nb.is_file()]
     if missing or not notebooks:
         print(f"check_lab: no notebook {missing[0]}" if missing else

@@ -63,15 +63,24 @@ def stages(workers: int) -> list[Stage]:
               after=book),
         Stage("check-site", [make, "--no-print-directory", "check-site"],
               needs=book),
-        Stage("check-lab", [make, "--no-print-directory", "check-lab"],
-              after=book),
-    ]
+    ] + [Stage(f"check-lab-{i}", [make, "--no-print-directory", "check-lab",
+                                   f"LAB_SHARD={i}/{LAB_SHARDS}"], after=book)
+         for i in range(1, LAB_SHARDS + 1)]
+
+
+#: JupyterLab checks run as this many shards, one at the end of each lane:
+#: alone the check keeps the 2 cores 25-55% busy (it waits on kernels and
+#: on a browser), so two side by side finish in about half its time
+LAB_SHARDS = 2
 
 
 #: stages in one lane run one after another; lanes run side by side. The
-#: two browser checks share a lane (one chromium at a time beside pytest:
-#: with both and nbval beside pytest's workers, a screenshot took > 30 s)
-LANES = [["book", "nbval", "check-site", "check-lab"], ["pytest"]]
+#: browser checks run only once nbval is done and never beside two others
+#: while pytest runs (with both and nbval beside pytest's workers, a
+#: screenshot took > 30 s); the lab shards close the two lanes, when
+#: pytest and the site check are over
+LANES = [["book", "nbval", "check-site", "check-lab-1"],
+         ["pytest", "check-lab-2"]]
 
 _COUNT = re.compile(r"(\d+) (passed|failed|errors?|xfailed|xpassed|skipped)")
 
