@@ -405,6 +405,7 @@ SITE_DEFECTS = {                      # page: what check_site must say
     "page_sideways.html": "page scrolls sideways at 1400 px",
     "code_sideways.html": "code block scrolls sideways at 1400 px",
 }
+CLEAN_PAGES = ["clean.html", "clean_at_end.html"]   # check_site passes
 LAB_DEFECTS = {                       # notebook: what check_lab must say
     "raises.ipynb": "error output: ZeroDivisionError",
     "error_output.ipynb": "error output: KeyError",
@@ -472,16 +473,27 @@ def test_check_site_names_each_defect(site_run, name, why):
 
 @pytest.mark.slow                     # starts chromium
 @pytest.mark.timeout(240)
-def test_check_site_passes_the_clean_page_and_moves_its_slider(site_run):
+def test_check_site_passes_the_clean_pages_and_moves_their_sliders(site_run):
     (_, out), _ = site_run
-    assert _lines(out, "clean.html") == [
-        "ok   clean.html: 1 tables, 0 formulas, 1 widgets, 1 sliders moved"]
-    assert set(SITE_DEFECTS) | {"clean.html"} == {
+    for name in CLEAN_PAGES:          # (one slider starts at its last step)
+        assert _lines(out, name) == [f"ok   {name}: 1 tables, 0 formulas, "
+                                     "1 widgets, 1 sliders moved"]
+    assert set(SITE_DEFECTS) | set(CLEAN_PAGES) == {
         p.name for p in (FIXTURES / "site").glob("*.html")}, \
         "a fixture page without its expected defect"
-    n = len(SITE_DEFECTS) + 1
+    n = len(SITE_DEFECTS) + len(CLEAN_PAGES)
     assert out.splitlines()[-1].startswith(
-        f"check_site: 1 of {n} checks pass (pages); screenshots in ")
+        f"check_site: {len(CLEAN_PAGES)} of {n} checks pass (pages); "
+        "screenshots in ")
+
+
+@pytest.mark.parametrize("step, n_steps, ends", [
+    (0, 3, (0.97, 0.03)), (1, 3, (0.97, 0.03)), (2, 3, (0.03, 0.97)),
+    (0, 1, (0.03, 0.97))])
+def test_a_slider_is_clicked_first_at_the_end_it_is_not_at(step, n_steps,
+                                                           ends):
+    from check_site import rail_ends
+    assert rail_ends(step, n_steps) == ends
 
 
 @pytest.mark.slow                     # starts chromium

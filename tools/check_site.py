@@ -198,6 +198,9 @@ TITLE = ("(() => {{const w = " + W + "; const t = Array.from(w.querySelectorAll(
 # each slider's step (Plotly sets it as soon as a click takes)
 ACTIVE = ("Array.from(" + W + ".querySelector('.js-plotly-plot').layout"
           ".sliders || []).map(s => s.active)")
+# how many steps each slider has
+STEPS = ("Array.from(" + W + ".querySelector('.js-plotly-plot').layout"
+         ".sliders || []).map(s => s.steps.length)")
 RAIL = W + ".querySelectorAll('.slider-rail-touch-rect')[{k}]"
 # what a click at (x, y) would reach, '' when it is slider k's rail (or its
 # grip, which sits on the rail)
@@ -259,14 +262,23 @@ def _clip(page, i: int) -> dict:
     return {"x": x, "y": y, "width": w, "height": h}
 
 
+def rail_ends(step: int, n_steps: int) -> tuple[float, float]:
+    """Where along a slider's rail to click, in order: the far end, or the
+    near end first when ``step`` is the last of ``n_steps`` already (a
+    click there changes nothing, and waiting to see it change cost 10 s a
+    slider)."""
+    return (0.03, 0.97) if step >= n_steps - 1 else (0.97, 0.03)
+
+
 def _click_slider(page, i: int, k: int) -> tuple[bool, str]:
     """Click slider ``k`` of widget ``i`` until its step changes: (whether
     it did, what a click would land on if not the rail)."""
     # The rail itself is brought to the middle of the viewport: a tall
     # widget's last slider, scrolled to by the widget's top, can sit a few
     # pixels from the bottom edge, and a click outside the viewport reaches
-    # nothing. Click the far end of the rail; if the step sat there already
-    # (it does not change), the near end: one of the two is another value.
+    # nothing. Click the end of the rail the step is not at (the far end,
+    # or the near one when the step is the last already); if the step does
+    # not change, the other end: one of the two is another value.
     # A page still settling (a redraw above, a scrollbar coming or going)
     # can move the rail between measuring it and clicking: one more round.
     # "Changed" is the slider's own step, not the grip's pixels, which such
@@ -274,7 +286,9 @@ def _click_slider(page, i: int, k: int) -> tuple[bool, str]:
     for _ in range(2):
         page.eval(f"({RAIL.format(i=i, k=k)})"
                   ".scrollIntoView({block: 'center'})")
-        for frac in (0.97, 0.03):
+        ends = rail_ends(page.eval(ACTIVE.format(i=i))[k],
+                         page.eval(STEPS.format(i=i))[k])
+        for frac in ends:
             step = page.eval(ACTIVE.format(i=i))[k]
             rx, ry, rw, rh = settle(page, RAILS.format(i=i))[k]
             x, y = rx + frac * rw, ry + rh / 2
