@@ -24,6 +24,16 @@ across), then
    against numpy and against the schedule's bytes), and prints each
    point's median beside the model (:mod:`warmup_kit.model.emulated`).
 
+``--fault NAME`` (:data:`warmup_kit.cluster.faults.FAULTS`) puts the last
+node wrong during the experiments only: the calibrations around them see
+the healthy cluster, so every row's model is what the cluster should do
+and its measured time what it did (the report's ``fault`` says what was
+done; the doctor, ``python -m warmup_kit.doctor REPORT``, is not told).
+A fault run makes ``--rounds`` 1 by default (a flapping link's stalls
+would fall out of a median over rounds). Every experiments run also times
+:func:`~warmup_kit.measure.cluster_bench.node_probe` (each node's local
+speed), stored as ``nodes``.
+
 ``--check`` prints its rules, each with its reason
 (:data:`warmup_kit.measure.cluster_report.RULES`), and exits 1 unless every
 result is right and, for messages of 1 MiB and up, within 25% of the
@@ -33,6 +43,7 @@ other tied: :func:`~warmup_kit.measure.cluster_report.same_winner`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -41,6 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
+from warmup_kit.cluster.faults import FAULTS
 from warmup_kit.machine import cores, cpu_jiffies, llc_bytes, steal_share
 from warmup_kit.measure.cluster import PATTERNS, calibrate, fit_tiers
 from warmup_kit.measure import cluster_report as R
@@ -71,11 +83,14 @@ def rank_main(args) -> None:
             rows = calibrate(comm, args.nodes, args.ranks_per_node,
                              patterns=pats, reps=args.reps)
         else:
-            from warmup_kit.measure.cluster_bench import run_experiments
+            from warmup_kit.measure.cluster_bench import (node_probe,
+                                                          run_experiments)
             shape = TwoTier(args.nodes, args.ranks_per_node, Tier(0, 1),
                             Tier(0, 1))
-            rows = run_experiments(comm, shape, sizes(args.sizes),
-                                   reps=args.reps)
+            rows = {"rows": run_experiments(comm, shape, sizes(args.sizes),
+                                            reps=args.reps),
+                    "nodes": node_probe(comm, args.nodes,
+                                        args.ranks_per_node)}
         if comm.rank == 0:
             Path(args.out).write_text(json.dumps(rows))
     finally:
@@ -87,7 +102,7 @@ def sizes(text: str) -> list[int]:
     return [parse_size(s, multiple_of=8) for s in text.split(",") if s]
 
 
-def job(cl, args, kind: str, **extra) -> list[dict]:
+def job(cl, args, kind: str, transport: str | None = None, **extra):
     """Run the rank side of ``kind`` on every node; rank 0's rows."""
     fd, out = tempfile.mkstemp(prefix="wk-cluster-", suffix=".json")
     os.close(fd)
@@ -99,7 +114,7 @@ def job(cl, args, kind: str, **extra) -> list[dict]:
         argv += [f"--{k}", str(v)]
     try:
         done = cl.run_job(argv, timeout=args.timeout,
-                          transport=args.transport)
+                          transport=transport or args.transport)
         bad = [d for d in done if d.returncode]
         if bad:
             raise SystemExit(f"{kind} failed on {len(bad)} node(s):\n" +
@@ -136,9 +151,13 @@ def measure(args) -> dict:
         # same conditions
         pats = ",".join(PATTERNS)
         cals = [job(cl, args, "calibrate", patterns=pats)]
-        runs = []
+        runs, probes = [], []
         for _ in range(args.rounds):
-            runs.append(job(cl, args, "experiments"))
+            with fault_on(cl, args):
+                got = job(cl, args, "experiments", transport=(
+                    "sockets" if args.fault == "sockets-in-node" else None))
+            runs.append(got["rows"])
+            probes.append(got["nodes"])
             cals.append(job(cl, args, "calibrate", patterns=pats))
         cal = [dict(rs[0], time_s=float(np.median([r["time_s"]
                                                    for r in rs])))
@@ -147,34 +166,62 @@ def measure(args) -> dict:
                         [r["measured_ms"] for r in rs])),
                          correct=all(r["correct"] for r in rs),
                          bytes_match=all(r["bytes_match"] for r in rs),
+                         worst_ms=max(r["worst_ms"] for r in rs),
+                         calls=sum(r["calls"] for r in rs),
                          spread_ms=[round(r["measured_ms"], 4) for r in rs])
                     for rs in zip(*runs)]
+        nodes = [dict(ps[0], probe_ms=float(np.median([p["probe_ms"]
+                                                       for p in ps])))
+                 for ps in zip(*probes)]
         tt, rep = fit_tiers(cal, args.nodes, args.ranks_per_node,
                             burst(cl.link), cores(), llc_bytes() or 0)
         link = cl.link
     facts = R.machine_facts()
     facts["loadavg_before"] = load0
     facts["steal_share"] = steal_share(ticks0, cpu_jiffies())
-    return {"machine": facts,
-            "cluster": {"nodes": args.nodes,
-                        "ranks_per_node": args.ranks_per_node,
-                        "link": link, "link_chosen": chosen,
-                        "transports": {"inside a node":
-                                       "shared memory" if args.transport ==
-                                       "hybrid" else "sockets (TCP)",
-                                       "across nodes": "sockets (TCP)",
-                                       "launcher": f"warmup_kit.run "
-                                                   f"({args.transport})"},
-                        "reps": args.reps, "rounds": args.rounds,
-                        "command": "(as root) .venv/bin/python benchmarks/"
-                                   "cluster.py --check --json "
-                                   "book/data/cluster.json"},
-            "tiers": {"model": tt.as_dict(), "ratio": tt.ratio,
-                      "touch": [r for r in cal if r["pattern"] == "touch"],
-                      "fit_rms_rel_error": rep["rms_rel_error"],
-                      "fit_max_rel_error": rep["max_rel_error"],
-                      "calibration": rep["rows"]},
-            "rows": R.merge(measured, tt)}
+    inside = ("sockets (TCP)" if args.transport == "sockets" or
+              args.fault == "sockets-in-node" else "shared memory")
+    doc = {"machine": facts,
+           "cluster": {"nodes": args.nodes,
+                       "ranks_per_node": args.ranks_per_node,
+                       "link": link, "link_chosen": chosen,
+                       "transports": {"inside a node": inside,
+                                      "across nodes": "sockets (TCP)",
+                                      "launcher": f"warmup_kit.run "
+                                                  f"({args.transport})"},
+                       "reps": args.reps, "rounds": args.rounds,
+                       "command": "(as root) .venv/bin/python benchmarks/"
+                                  "cluster.py " + (
+                                      f"--fault {args.fault} --json "
+                                      f"book/data/faults/{args.fault}.json"
+                                      if args.fault else
+                                      "--check --json "
+                                      "book/data/cluster.json")},
+           "tiers": {"model": tt.as_dict(), "ratio": tt.ratio,
+                     "touch": [r for r in cal if r["pattern"] == "touch"],
+                     "fit_rms_rel_error": rep["rms_rel_error"],
+                     "fit_max_rel_error": rep["max_rel_error"],
+                     "calibration": rep["rows"]},
+           "nodes": nodes,
+           "rows": R.merge(measured, tt)}
+    if args.fault:
+        doc["fault"] = {"name": args.fault, "node": args.nodes - 1,
+                        "what": FAULTS[args.fault],
+                        "during": "the experiments (not the calibrations)"}
+    return doc
+
+
+def fault_on(cl, args):
+    """The ``--fault`` context (the last node), or a no-op."""
+    from warmup_kit.cluster import faults
+    last = args.nodes - 1
+    if args.fault == "throttled-link":
+        return faults.throttled(cl, last, mbit(rate_bytes(cl.link) / 4))
+    if args.fault == "flapping-link":
+        return faults.flapping(cl, last)
+    if args.fault == "slow-node":
+        return faults.slowed(cl, last, share=0.15)
+    return contextlib.nullcontext()
 
 
 def rate_bytes(rate: str) -> float:
@@ -216,9 +263,13 @@ def main(argv=None) -> int:
     p.add_argument("--reps", type=A.positive_int, default=5,
                    help="timed calls per point at least (more for a fast "
                         "point; default 5)")
-    p.add_argument("--rounds", type=A.positive_int, default=3,
+    p.add_argument("--rounds", type=A.positive_int, default=None,
                    help="runs of the experiments, each followed by a "
-                        "calibration; each point is the median (default 3)")
+                        "calibration; each point is the median (default 3; "
+                        "1 with --fault)")
+    p.add_argument("--fault", choices=tuple(FAULTS),
+                   help="put the last node wrong during the experiments: "
+                        + "; ".join(f"{k}: {v}" for k, v in FAULTS.items()))
     p.add_argument("--transport", default="hybrid",
                    choices=("hybrid", "sockets"))
     p.add_argument("--timeout", type=A.positive_float, default=600.0)
@@ -234,6 +285,8 @@ def main(argv=None) -> int:
     p.add_argument("--patterns", default=",".join(PATTERNS),
                    help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.rounds is None:
+        args.rounds = 1 if args.fault else 3
     if args.rank:
         rank_main(args)
         return 0

@@ -113,6 +113,16 @@ def time_calls(comm: Comm, fn, reps: int, timeout: float = TIMEOUT_S,
     ``reps`` calls at least; with ``min_s``, as many more as the first
     call's time says fill ``min_s`` seconds, up to ``max_reps`` (every rank
     takes the slowest rank's first time, so all make the same calls)."""
+    return float(np.median(call_times(comm, fn, reps, timeout, warm_up,
+                                      min_s, max_reps)))
+
+
+def call_times(comm: Comm, fn, reps: int, timeout: float = TIMEOUT_S,
+               warm_up: bool = True, min_s: float = 0.0,
+               max_reps: int = MAX_REPS) -> np.ndarray:
+    """The slowest rank's time of each call :func:`time_calls` makes, in
+    call order (the same array on every rank): its median is the point,
+    its maximum says whether one call stalled."""
     if warm_up:
         fn()
     ts: list[float] = []
@@ -127,8 +137,7 @@ def time_calls(comm: Comm, fn, reps: int, timeout: float = TIMEOUT_S,
                                     timeout=timeout)[0])
             n = max(reps, min(max_reps, int(np.ceil(min_s / max(first,
                                                                 1e-9)))))
-    worst = allreduce(np.array(ts), comm, op="max", timeout=timeout)
-    return float(np.median(worst))
+    return allreduce(np.array(ts), comm, op="max", timeout=timeout)
 
 
 def touch_rows(comm: Comm, nodes: int, ranks_per_node: int, reps: int,
