@@ -11,12 +11,14 @@ Modules, one idea each: :mod:`~.nccltests` and :mod:`~.ncclinfo` parse
 logs, :mod:`~.kitjson` the kit's JSON, :mod:`~.parse` reads a file,
 :mod:`~.systems` maps GPU names and ``--nic`` to the hardware table,
 :mod:`~.setup` settles a run's system and shape, :mod:`~.expect` asks the
-model, :mod:`~.diagnose` judges, :mod:`~.report` prints, writes JSON and
+model, :mod:`~.diagnose` judges a run, :mod:`~.emulated` adds what a whole
+emulated-cluster report shows, :mod:`~.report` prints, writes JSON and
 draws.
 """
 from __future__ import annotations
 
 from warmup_kit.doctor.diagnose import Diagnosis, diagnose
+from warmup_kit.doctor.emulated import add_report_causes
 from warmup_kit.doctor.errors import DoctorInputError
 from warmup_kit.doctor.parse import load, parse_text
 from warmup_kit.doctor.report import document, table
@@ -31,6 +33,7 @@ def examine(paths: list[str], flags: Flags | None = None
     for p in paths:
         for run in load(p):
             out.append(diagnose(run, resolve(run, flags)))
+    add_report_causes(out)
     return out
 
 
@@ -38,8 +41,10 @@ def examine_text(text: str, flags: Flags | None = None,
                  source: str = "<text>") -> list[Diagnosis]:
     """:func:`examine` for a log held in a string (the book's cells)."""
     flags = flags or Flags()
-    return [diagnose(r, resolve(r, flags))
-            for r in parse_text(text, source, source)]
+    out = [diagnose(r, resolve(r, flags))
+           for r in parse_text(text, source, source)]
+    add_report_causes(out)
+    return out
 
 
 __all__ = ["Diagnosis", "DoctorInputError", "Flags", "diagnose", "document",

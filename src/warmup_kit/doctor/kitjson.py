@@ -94,7 +94,8 @@ def report_runs(doc: dict, source: str) -> list[Run]:
                 own_model={"name": "emulated cluster (calibrated tiers)",
                            "link": cl.get("link"),
                            "transports": cl.get("transports"),
-                           "tier_ratio": doc["tiers"].get("ratio")},
+                           "tier_ratio": doc["tiers"].get("ratio"),
+                           "nodes": _probe(doc.get("nodes"), source)},
                 stated={"ranks": n, "nodes": nodes if key[0] ==
                         "allreduce" or key[1] != "inside one node" else 1,
                         "gpus_per_node": per})
@@ -110,9 +111,27 @@ def report_runs(doc: dict, source: str) -> list[Run]:
             wrong=wrong, line=i + 1,
             text=f"rows[{i}]: {key[0]} {key[1]} {nb} B measured "
                  f"{meas:.3f} ms, model {model:.3f} ms",
-            expected_gbps=exp, variant=key[1]))
+            expected_gbps=exp, variant=key[1],
+            worst_us=(float(r["worst_ms"]) * 1e3 if "worst_ms" in r
+                      else None), calls=int(r.get("calls", 0))))
         if not r.get("bytes_match", True):
             run.facts.transports.setdefault(
                 "bytes", Evidence(False, i + 1, f"rows[{i}]: bytes_match "
                                   "false"))
     return list(runs.values())
+
+
+def _probe(nodes, source: str) -> list[dict]:
+    """The report's per-node probe (``nodes``: each node's time on the same
+    local work, :func:`warmup_kit.measure.cluster_bench.node_probe`), or
+    [] where the report has none."""
+    if nodes is None:
+        return []
+    if not isinstance(nodes, list) or not all(
+            isinstance(n, dict) and isinstance(n.get("probe_ms"), (int, float))
+            and n["probe_ms"] > 0 and isinstance(n.get("node"), int)
+            for n in nodes):
+        raise DoctorInputError(f"{source}: 'nodes' is not a list of "
+                               "{node, probe_ms > 0}")
+    return [{"node": n["node"], "probe_ms": float(n["probe_ms"])}
+            for n in nodes]

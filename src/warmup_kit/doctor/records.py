@@ -32,6 +32,10 @@ class Row:
     #: expected busbw and the variant it prices
     expected_gbps: float | None = None
     variant: str = ""
+    #: the slowest single call of the point and how many calls it took
+    #: (the emulated cluster's reports: a stall hides under a median)
+    worst_us: float | None = None
+    calls: int = 0
 
 
 @dataclass
