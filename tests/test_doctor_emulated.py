@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from warmup_kit.doctor import DoctorInputError, examine, examine_text
+from warmup_kit.doctor import faultcheck
 from warmup_kit.doctor.diagnose import HEALTHY
 from warmup_kit.doctor.emulated import SLOW_NODE, STALL_FACTOR, STALL_S, \
     WEIGHTS
@@ -108,7 +109,7 @@ def test_slow_node_is_named_with_its_number():
 def test_flapping_link_stalls_are_named_where_they_hit():
     ds = diagnosed(stored("flapping-link"))
     hit = [d for d in ds if STALL in names(d)]
-    assert hit and all(crosses(d) for d in hit)
+    assert hit == [d for d in ds if crosses(d)] and len(hit) == 4
     for d in hit:
         assert names(d)[0] == STALL and d.verdict != "healthy"
     inside, = [d for d in ds if not crosses(d)]
@@ -135,20 +136,23 @@ def test_model_numbers_name_nothing():
     assert all(d.verdict == "healthy" and not d.causes for d in ds)
 
 
-def _stall(seconds, factor_of_median):
+def _stall(beyond_s, factor_of_median):
+    """One point's slowest call ``beyond_s`` past its median and
+    ``factor_of_median`` times it."""
     def go(doc):
         r = next(r for r in doc["rows"] if r["variant"] == "flat ring"
                  and r["nbytes"] == 1 << 20)
-        r["measured_ms"] = r["model_ms"] = seconds * 1e3 / factor_of_median
-        r["worst_ms"] = seconds * 1e3
+        median_ms = beyond_s * 1e3 / (factor_of_median - 1)
+        r["measured_ms"] = r["model_ms"] = median_ms
+        r["worst_ms"] = median_ms * factor_of_median
     return go
 
 
-@pytest.mark.parametrize("seconds,factor,named", [
-    (STALL_S, STALL_FACTOR, True), (STALL_S * 0.95, 10, False),
-    (1.0, STALL_FACTOR * 0.95, False)])
-def test_a_stall_is_long_and_far_above_its_median(seconds, factor, named):
-    ds = diagnosed(report(x=_stall(seconds, factor)))
+@pytest.mark.parametrize("beyond,factor,named", [
+    (STALL_S * 1.001, STALL_FACTOR * 1.001, True),
+    (STALL_S * 0.95, 10, False), (1.0, STALL_FACTOR * 0.95, False)])
+def test_a_stall_is_long_and_far_above_its_median(beyond, factor, named):
+    ds = diagnosed(report(x=_stall(beyond, factor)))
     ring = next(d for d in ds if d.run.rows[0].variant == "flat ring")
     assert (STALL in names(ring)) is named
     assert ring.verdict == ("degraded" if named else "healthy")
@@ -164,6 +168,14 @@ def test_a_slow_node_is_one_probe_well_above_the_fastest(x, named):
     assert all((SLOW in names(d)) is named for d in ds)
     if named:
         assert ds[0].causes[0].evidence.startswith("node 0 took")
+
+
+def test_a_slow_node_explains_long_calls_instead_of_a_stall():
+    def both(doc):
+        _stall(1.0, 3.0)(doc)
+        doc["nodes"][1]["probe_ms"] = 100.0 * SLOW_NODE * 2
+    ds = diagnosed(report(x=both))
+    assert all(names(d)[0] == SLOW and STALL not in names(d) for d in ds)
 
 
 def _across(factor):
@@ -210,3 +222,25 @@ def test_reports_without_the_new_fields_still_read():
         r.pop("worst_ms", None)
     ds = diagnosed(doc)
     assert ds and all(d.verdict != "unknown" for d in ds)
+
+
+# ------------------------------------------------ the book's fault table
+def test_the_fault_table_sets_each_answer_beside_its_truth():
+    paths = sorted(str(p) for p in FAULTS.glob("*.json"))
+    checks = [faultcheck.check(p) for p in paths]
+    right = {"throttled-link": LINK, "flapping-link": STALL,
+             "slow-node": SLOW, "sockets-in-node": SOCKETS}
+    assert sorted(c.fault for c in checks) == sorted(right)
+    for c in checks:
+        assert c.first == right[c.fault] and c.named >= 4, c
+    text = faultcheck.fault_table(paths)
+    assert max(map(len, text.splitlines())) <= 84
+    for c in checks:
+        assert f"{c.fault} (node 1)" in text and c.first in text
+
+
+def test_a_report_without_a_fault_is_refused_in_one_line(tmp_path):
+    p = tmp_path / "plain.json"
+    p.write_text(HEALTHY_RUN.read_text())
+    with pytest.raises(DoctorInputError, match="not a fault report"):
+        faultcheck.check(str(p))

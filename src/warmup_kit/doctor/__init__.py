@@ -13,7 +13,8 @@ logs, :mod:`~.kitjson` the kit's JSON, :mod:`~.parse` reads a file,
 :mod:`~.setup` settles a run's system and shape, :mod:`~.expect` asks the
 model, :mod:`~.diagnose` judges a run, :mod:`~.emulated` adds what a whole
 emulated-cluster report shows, :mod:`~.report` prints, writes JSON and
-draws.
+draws; :mod:`~.faultcheck` (not imported here) sets the doctor's answers on
+the emulated cluster's fault reports beside the faults they were given.
 """
 from __future__ import annotations
 
