@@ -3,6 +3,8 @@ a hint, the placeholder is 'not answered', bad input is a clear error."""
 from __future__ import annotations
 
 import functools
+import json
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +14,13 @@ from warmup_kit.measure.lab import run_lab01
 from warmup_kit.model.hardware import hierarchy_gbps
 from warmup_kit.parallelism.placement import tp_spread
 from warmup_kit.parallelism.step import Transformer
+
+FAULT_DIR = Path(__file__).resolve().parents[1] / "book" / "data" / "faults"
+
+
+def fault_report(name: str) -> dict:
+    return json.loads((FAULT_DIR / f"{name}.json").read_text())
+
 
 GPT18 = Transformer(layers=40, hidden=6144, heads=48, seq=2048, vocab=51200)
 
@@ -65,6 +74,12 @@ CASES = {
     "kv_cache": (lambda: sc.kv_cache_bytes("Llama 3 70B", 80 * 2 * 8 * 128 * 2),
                  lambda: sc.kv_cache_bytes("Llama 3 70B", 80 * 2 * 64 * 128 * 2),
                  lambda: sc.kv_cache_bytes("Llama 9", 1000)),
+    "fault": (lambda: sc.emulated_fault(fault_report("flapping-link"),
+                                        "Flapping link"),
+              lambda: sc.emulated_fault(fault_report("flapping-link"),
+                                        "slow-node"),
+              lambda: sc.emulated_fault(fault_report("flapping-link"),
+                                        "cosmic rays")),
     "interval": (lambda: sc.checkpoint_interval(30.0, 3 * 3600, 820),
                  lambda: sc.checkpoint_interval(30.0, 3 * 3600, 4 * 3600),
                  lambda: sc.checkpoint_interval(0, 3 * 3600, 820)),
@@ -86,7 +101,8 @@ def test_right_passes_wrong_fails_with_a_hint_bad_input_raises(name):
 def test_placeholder_is_not_answered_and_not_an_error():
     for v in (sc.nvlink_bound(...), sc.ring_bytes(4, 64, ...),
               sc.culprit([1, 0], ...), sc.largest_loss(BUDGET, ...),
-              sc.slow_collective_knobs(...)):
+              sc.slow_collective_knobs(...),
+              sc.emulated_fault(fault_report("slow-node"), ...)):
         assert not v.passed and not v.answered
         assert str(v).startswith("[NOT ANSWERED YET] ")
         assert ": replace ... with " in str(v)
@@ -175,3 +191,39 @@ def test_byte_count_grades_a_real_run():
         sc.byte_count([])
     with pytest.raises(ValueError):
         sc.byte_count([{**rows[0], "algorithm": "tree"}])
+
+
+def test_the_fault_grader_knows_every_fault_the_bench_makes():
+    from warmup_kit.cluster.faults import FAULTS
+    from warmup_kit.selfcheck.faults import NAMES
+    assert sorted(NAMES) == sorted(FAULTS)
+    for name in NAMES:                       # each stored report, graded
+        assert sc.emulated_fault(fault_report(name), name).passed
+        others = [sc.emulated_fault(fault_report(name), n)
+                  for n in NAMES if n != name]
+        assert len(others) == 3 and all(wrong(v) for v in others)
+
+
+def test_fault_evidence_reads_the_reports_numbers():
+    ev = sc.fault_evidence(fault_report("throttled-link"))
+    inside, = [r for r in ev["runs"] if not r["crosses"]]
+    across = [r["ratio"] for r in ev["runs"] if r["crosses"]]
+    assert inside["ratio"] > 0.8 and len(across) == 4
+    assert all(0.2 < x < 0.35 for x in across)     # a quarter of the link
+    ev = sc.fault_evidence(fault_report("slow-node"))
+    assert ev["probe_ms"][1] > 5 * ev["probe_ms"][0]
+    assert sc.fault_evidence(fault_report("sockets-in-node"))["inside"] \
+        == "sockets (TCP)"
+
+
+@pytest.mark.parametrize("report", [None, {}, {"rows": []}, [1, 2]])
+def test_fault_grader_refuses_what_is_not_a_report(report):
+    with pytest.raises(ValueError, match="emulated-cluster report"):
+        sc.emulated_fault(report, "slow-node")
+
+
+def test_fault_grader_refuses_a_report_without_its_fault():
+    doc = fault_report("slow-node")
+    del doc["fault"]
+    with pytest.raises(ValueError, match="not a fault report"):
+        sc.emulated_fault(doc, "slow-node")

@@ -12,6 +12,7 @@ from warmup_kit.selfcheck.algorithms import (
     crossover, faster, hierarchical_wins)
 from warmup_kit.selfcheck.collectives import byte_count, ring_bytes
 from warmup_kit.selfcheck.failures import checkpoint_interval, culprit
+from warmup_kit.selfcheck.faults import emulated_fault, fault_evidence
 from warmup_kit.selfcheck.nccl import slow_collective_knobs
 from warmup_kit.selfcheck.overlap import largest_loss
 from warmup_kit.selfcheck.parallelism import nvlink_bound
@@ -19,6 +20,7 @@ from warmup_kit.selfcheck.serving import kv_cache_bytes
 from warmup_kit.selfcheck.topology import nvlink_nic_ratio, tp_slowdown
 
 __all__ = ["Result", "byte_count", "checkpoint_interval", "crossover",
-           "culprit", "faster", "hierarchical_wins", "kv_cache_bytes",
-           "largest_loss", "nvlink_bound", "nvlink_nic_ratio", "ring_bytes",
+           "culprit", "emulated_fault", "fault_evidence", "faster",
+           "hierarchical_wins", "kv_cache_bytes", "largest_loss",
+           "nvlink_bound", "nvlink_nic_ratio", "ring_bytes",
            "slow_collective_knobs", "tp_slowdown"]
