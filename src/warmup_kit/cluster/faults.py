@@ -41,6 +41,20 @@ FAULTS = {
 
 
 @contextlib.contextmanager
+def _in_background(work, name: str):
+    """``work(stop)`` on a daemon thread while the block runs; on exit
+    ``stop`` is set and the thread joined (30 s at most)."""
+    stop = threading.Event()
+    t = threading.Thread(target=work, args=(stop,), name=name, daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join(timeout=30)
+
+
+@contextlib.contextmanager
 def throttled(cl, node, rate: str):
     """``node``'s cable at ``rate`` (a tc rate) both ways, then back at
     the cluster's own rate."""
@@ -63,9 +77,8 @@ def flapping(cl, node, down_s: float = 1.0, up_s: float = 3.0,
     has connected by then); up again on exit."""
     if not (down_s > 0 and up_s > 0 and first_s >= 0):
         raise ValueError("down_s and up_s must be > 0, first_s >= 0")
-    stop = threading.Event()
 
-    def flap():
+    def flap(stop: threading.Event) -> None:
         if stop.wait(first_s):
             return
         while True:
@@ -78,13 +91,10 @@ def flapping(cl, node, down_s: float = 1.0, up_s: float = 3.0,
             if stop.wait(up_s):
                 return
 
-    t = threading.Thread(target=flap, name="flapping-link", daemon=True)
-    t.start()
     try:
-        yield
+        with _in_background(flap, "flapping-link"):
+            yield
     finally:
-        stop.set()
-        t.join(timeout=30)
         cl.link_up(node)
 
 
@@ -129,10 +139,9 @@ def slowed(cl, node, share: float = 0.15, period_us: int = 100_000,
             where.rmdir()
         raise ClusterUnavailable(f"cannot make the CPU cgroup {where}: "
                                  f"{exc}") from None
-    stop = threading.Event()
     procs = where / "cgroup.procs"
 
-    def hold():
+    def hold(stop: threading.Event) -> None:
         while True:
             for pid in netns.ns_pids(n.netns):
                 with contextlib.suppress(OSError):
@@ -140,13 +149,10 @@ def slowed(cl, node, share: float = 0.15, period_us: int = 100_000,
             if stop.wait(every_s):
                 return
 
-    t = threading.Thread(target=hold, name="slow-node", daemon=True)
-    t.start()
     try:
-        yield
+        with _in_background(hold, "slow-node"):
+            yield
     finally:
-        stop.set()
-        t.join(timeout=30)
         for pid in procs.read_text().split():
             with contextlib.suppress(OSError):
                 Path(parent).write_text(pid)
