@@ -269,7 +269,8 @@ def main(argv=None) -> int:
                         "1 with --fault)")
     p.add_argument("--fault", choices=tuple(FAULTS),
                    help="put the last node wrong during the experiments: "
-                        + "; ".join(f"{k}: {v}" for k, v in FAULTS.items()))
+                        + "; ".join(f"{k}: {v}" for k, v in FAULTS.items())
+                        .replace("%", "%%"))
     p.add_argument("--transport", default="hybrid",
                    choices=("hybrid", "sockets"))
     p.add_argument("--timeout", type=A.positive_float, default=600.0)
