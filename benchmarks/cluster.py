@@ -52,7 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
-from warmup_kit.cluster.faults import FAULTS
+from warmup_kit.cluster import faults
 from warmup_kit.machine import cores, cpu_jiffies, llc_bytes, steal_share
 from warmup_kit.measure.cluster import PATTERNS, calibrate, fit_tiers
 from warmup_kit.measure import cluster_report as R
@@ -154,8 +154,8 @@ def measure(args) -> dict:
         runs, probes = [], []
         for _ in range(args.rounds):
             with fault_on(cl, args):
-                got = job(cl, args, "experiments", transport=(
-                    "sockets" if args.fault == "sockets-in-node" else None))
+                got = job(cl, args, "experiments",
+                          transport=experiments_transport(args))
             runs.append(got["rows"])
             probes.append(got["nodes"])
             cals.append(job(cl, args, "calibrate", patterns=pats))
@@ -179,16 +179,17 @@ def measure(args) -> dict:
     facts = R.machine_facts()
     facts["loadavg_before"] = load0
     facts["steal_share"] = steal_share(ticks0, cpu_jiffies())
-    inside = ("sockets (TCP)" if args.transport == "sockets" or
-              args.fault == "sockets-in-node" else "shared memory")
+    ours = experiments_transport(args)
+    inside = "sockets (TCP)" if ours == "sockets" else "shared memory"
+    launcher = f"warmup_kit.run ({args.transport})" + (
+        f"; the experiments: {ours}" if ours != args.transport else "")
     doc = {"machine": facts,
            "cluster": {"nodes": args.nodes,
                        "ranks_per_node": args.ranks_per_node,
                        "link": link, "link_chosen": chosen,
                        "transports": {"inside a node": inside,
                                       "across nodes": "sockets (TCP)",
-                                      "launcher": f"warmup_kit.run "
-                                                  f"({args.transport})"},
+                                      "launcher": launcher},
                        "reps": args.reps, "rounds": args.rounds,
                        "command": "(as root) .venv/bin/python benchmarks/"
                                   "cluster.py " + (
@@ -206,14 +207,19 @@ def measure(args) -> dict:
            "rows": R.merge(measured, tt)}
     if args.fault:
         doc["fault"] = {"name": args.fault, "node": args.nodes - 1,
-                        "what": FAULTS[args.fault],
+                        "what": faults.FAULTS[args.fault],
                         "during": "the experiments (not the calibrations)"}
     return doc
 
 
+def experiments_transport(args) -> str:
+    """The experiments' transport: ``--transport``, or sockets for the
+    sockets-in-node fault (the calibrations keep ``--transport``)."""
+    return "sockets" if args.fault == "sockets-in-node" else args.transport
+
+
 def fault_on(cl, args):
     """The ``--fault`` context (the last node), or a no-op."""
-    from warmup_kit.cluster import faults
     last = args.nodes - 1
     if args.fault == "throttled-link":
         return faults.throttled(cl, last, mbit(rate_bytes(cl.link) / 4))
@@ -267,9 +273,10 @@ def main(argv=None) -> int:
                    help="runs of the experiments, each followed by a "
                         "calibration; each point is the median (default 3; "
                         "1 with --fault)")
-    p.add_argument("--fault", choices=tuple(FAULTS),
+    p.add_argument("--fault", choices=tuple(faults.FAULTS),
                    help="put the last node wrong during the experiments: "
-                        + "; ".join(f"{k}: {v}" for k, v in FAULTS.items())
+                        + "; ".join(f"{k}: {v}"
+                                    for k, v in faults.FAULTS.items())
                         .replace("%", "%%"))
     p.add_argument("--transport", default="hybrid",
                    choices=("hybrid", "sockets"))

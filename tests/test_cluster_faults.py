@@ -3,6 +3,7 @@ wrong while they are held and put it right afterwards, even when the body
 raises. Live: root, ip and tc (skipped with the reason otherwise)."""
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 
@@ -114,7 +115,6 @@ def test_slowed_holds_a_node_to_its_share_and_lets_it_go():
 
 
 def _cgroup_dirs():
-    import os
     for top in ("/sys/fs/cgroup", "/sys/fs/cgroup/cpu"):
         if os.path.isdir(top):
             yield from os.listdir(top)

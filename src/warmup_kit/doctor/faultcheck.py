@@ -12,11 +12,9 @@ import json
 import textwrap
 from dataclasses import dataclass
 
-from warmup_kit.doctor.diagnose import diagnose
-from warmup_kit.doctor.emulated import add_report_causes
+from warmup_kit.doctor import examine
 from warmup_kit.doctor.errors import DoctorInputError
-from warmup_kit.doctor.parse import load, read_text
-from warmup_kit.doctor.setup import Flags, resolve
+from warmup_kit.doctor.parse import read_text
 
 
 @dataclass
@@ -43,8 +41,7 @@ def check(path: str) -> FaultCheck:
         raise DoctorInputError(f"{path}: not a fault report (no 'fault' "
                                "with a 'name'; benchmarks/cluster.py "
                                "--fault writes one)")
-    ds = [diagnose(r, resolve(r, Flags())) for r in load(path)]
-    add_report_causes(ds)
+    ds = examine([path])
     firsts = [d.causes[0] for d in ds if d.causes]
     counts: dict[str, int] = {}
     for c in firsts:

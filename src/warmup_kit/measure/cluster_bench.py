@@ -25,13 +25,13 @@ it (what a per-node health check does before a job is trusted).
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from warmup_kit.algorithms import build
 from warmup_kit.collectives import allreduce
 from warmup_kit.comm.base import Comm
-import time
-
 from warmup_kit.measure.cluster import MIN_POINT_S, TIMEOUT_S, call_times
 from warmup_kit.model.emulated import (TP_PLACEMENTS, VARIANTS, TwoTier,
                                        tp_groups)
