@@ -182,8 +182,10 @@ def _close(pipe: list[int]) -> None:
 
 def hydra_report(text: str) -> str:
     """Hydra's report of a failed job (the ``BAD TERMINATION`` box naming
-    the process that died, its PID and exit code, and the exit string),
-    from ``mpiexec``'s output ("" if there is none)."""
+    a process of the job, its PID and exit code, and the exit string),
+    from ``mpiexec``'s output ("" if there is none). The PID is the first
+    exit Hydra reaped: usually the rank that died, but it can be a rank
+    Hydra itself killed while cleaning up."""
     lines = text.splitlines()
     keep_lines = []
     for i, line in enumerate(lines):
