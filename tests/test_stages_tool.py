@@ -63,6 +63,27 @@ def test_a_stage_that_fails_fails_the_run_and_its_dependants_do_not_run(
     assert out.rstrip().splitlines()[-1] == "tests: 5 passed, 1 failed"
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_a_stages_cpu_time_counts_its_children(tmp_path, monkeypatch, capsys):
+    """The CPU column is wait4's: a stage that only waits on a child that
+    spins for 0.6 s is charged the child's CPU, not its own idle wall."""
+    monkeypatch.setattr(TS, "LOGS", tmp_path)
+    spin = ("import time; t = time.process_time()\n"
+            "while time.process_time() - t < 0.6: pass")
+    a = TS.Stage("a", [sys.executable, "-c",
+                       "import subprocess, sys; subprocess.run("
+                       f"[sys.executable, '-c', {spin!r}], check=True)"])
+    idle = TS.Stage("idle", [sys.executable, "-c",
+                             "import time; time.sleep(0.6)"])
+    for s in (a, idle):
+        s.log = tmp_path / f"{s.name}.log"
+    assert TS.run([a, idle], [["a"], ["idle"]]) == 0
+    assert 0.6 <= a.cpu_s < 5, a.cpu_s
+    assert idle.cpu_s < 0.4, idle.cpu_s
+    assert "CPU s" in capsys.readouterr().out
+
+
 def test_xdist_units_are_whole_files_and_the_timing_files_together():
     from conftest import TIMING_FILES, xdist_scope
     assert xdist_scope("tests/test_collectives_mpi.py::test_x[N4-a]") == \

@@ -44,6 +44,7 @@ class Stage:
     rc: int | None = None
     start_s: float = 0.0
     end_s: float = 0.0
+    cpu_s: float = 0.0               # user + system, the stage's processes
     log: Path = field(init=False)
 
     def __post_init__(self) -> None:
@@ -126,10 +127,12 @@ def run(selected: list[Stage], lanes: list[list[str]]) -> int:
                 st.cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL), f)
         for i, (st, proc, f) in list(running.items()):
-            if proc.poll() is None:
+            ended = reap(proc)
+            if ended is None:
                 continue
             f.close()
-            st.rc, st.end_s = proc.returncode, time.monotonic() - t0
+            st.rc, st.cpu_s = ended
+            st.end_s = time.monotonic() - t0
             del running[i]
             print(f"\n{'=' * 20} {st.name}: exit {st.rc} after "
                   f"{st.end_s - st.start_s:.0f} s {'=' * 20}", flush=True)
@@ -141,20 +144,34 @@ def run(selected: list[Stage], lanes: list[list[str]]) -> int:
     return summary(selected, time.monotonic() - t0)
 
 
+def reap(proc: subprocess.Popen) -> tuple[int, float] | None:
+    """(exit status, CPU seconds) of a stage that has ended, else None. The
+    CPU time is ``wait4``'s: user + system of the stage's process and of
+    every descendant it waited for (pytest's workers, ranks, kernels)."""
+    pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+    if pid == 0:
+        return None
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, usage.ru_utime + usage.ru_stime
+
+
 def summary(selected: list[Stage], total_s: float) -> int:
     print(f"\n{'stage':<12} {'result':<8} {'from s':>7} {'to s':>7} "
-          f"{'wall s':>7}")
+          f"{'wall s':>7} {'CPU s':>7}")
     totals: dict[str, int] = {}
     for st in selected:
         result = {0: "ok", -1: "not run", None: "not run"}.get(st.rc, "FAILED")
         wall = st.end_s - st.start_s if st.rc not in (None, -1) else 0.0
         print(f"{st.name:<12} {result:<8} {st.start_s:7.0f} {st.end_s:7.0f} "
-              f"{wall:7.0f}")
+              f"{wall:7.0f} {st.cpu_s:7.0f}")
         if st.rc is not None and st.log.exists():
             for k, v in pytest_counts(st.log.read_text(errors="replace")).items():
                 totals[k] = totals.get(k, 0) + v
-    print(f"{'all':<12} {'':<8} {'':>7} {total_s:7.0f} {total_s:7.0f}  "
-          f"(wall, on {os.cpu_count()} cores)")
+    cpu = sum(st.cpu_s for st in selected)
+    print(f"{'all':<12} {'':<8} {'':>7} {total_s:7.0f} {total_s:7.0f} "
+          f"{cpu:7.0f}  (wall; CPU = user + system, on {os.cpu_count()} "
+          f"cores: {cpu / max(total_s, 1e-9) / (os.cpu_count() or 1):.0%} "
+          f"busy)")
     failed = [st.name for st in selected if st.rc != 0]
     if failed:
         print(f"failed stages: {', '.join(failed)}")
