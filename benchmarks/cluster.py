@@ -54,10 +54,11 @@ import numpy as np
 
 from warmup_kit.cluster import faults
 from warmup_kit.machine import cores, cpu_jiffies, llc_bytes, steal_share
-from warmup_kit.measure.cluster import PATTERNS, calibrate, fit_tiers
+from warmup_kit.measure.cluster import (MIN_POINT_S, PATTERNS, SIZES,
+                                       calibrate, fit_tiers)
 from warmup_kit.measure import cluster_report as R
 from warmup_kit.model.emulated import Tier, TwoTier
-from warmup_kit.units import parse_size
+from warmup_kit.units import human_bytes, parse_size
 from warmup_kit.viz.plots import Table
 
 DEFAULT_SIZES = "64K,256K,1M,4M,16M,64M"
@@ -81,7 +82,9 @@ def rank_main(args) -> None:
         if args.rank == "calibrate":
             pats = tuple(args.patterns.split(","))
             rows = calibrate(comm, args.nodes, args.ranks_per_node,
-                             patterns=pats, reps=args.reps)
+                             patterns=pats, reps=args.reps,
+                             point_s=args.point_s,
+                             sizes=calibration_sizes(args.calibrate_to))
         else:
             from warmup_kit.measure.cluster_bench import (node_probe,
                                                           run_experiments)
@@ -102,6 +105,12 @@ def sizes(text: str) -> list[int]:
     return [parse_size(s, multiple_of=8) for s in text.split(",") if s]
 
 
+def calibration_sizes(largest: int) -> tuple[int, ...]:
+    """The calibration's message sizes (:data:`~warmup_kit.measure.cluster.
+    SIZES`) up to ``largest`` bytes."""
+    return tuple(s for s in SIZES if s <= largest)
+
+
 def job(cl, args, kind: str, transport: str | None = None, **extra):
     """Run the rank side of ``kind`` on every node; rank 0's rows."""
     fd, out = tempfile.mkstemp(prefix="wk-cluster-", suffix=".json")
@@ -109,7 +118,8 @@ def job(cl, args, kind: str, transport: str | None = None, **extra):
     argv = [str(HERE), "--rank", kind, "--out", out,
             "--nodes", str(args.nodes),
             "--ranks-per-node", str(args.ranks_per_node),
-            "--reps", str(args.reps), "--sizes", args.sizes]
+            "--reps", str(args.reps), "--point-s", str(args.point_s),
+            "--calibrate-to", str(args.calibrate_to), "--sizes", args.sizes]
     for k, v in extra.items():
         argv += [f"--{k}", str(v)]
     try:
@@ -191,6 +201,9 @@ def measure(args) -> dict:
                                       "across nodes": "sockets (TCP)",
                                       "launcher": launcher},
                        "reps": args.reps, "rounds": args.rounds,
+                       "point_s": args.point_s,
+                       "calibrated_sizes": list(
+                           calibration_sizes(args.calibrate_to)),
                        "command": "(as root) .venv/bin/python benchmarks/"
                                   "cluster.py " + (
                                       f"--fault {args.fault} --json "
@@ -269,6 +282,16 @@ def main(argv=None) -> int:
     p.add_argument("--reps", type=A.positive_int, default=5,
                    help="timed calls per point at least (more for a fast "
                         "point; default 5)")
+    p.add_argument("--point-s", type=A.float_range(0.0), default=MIN_POINT_S,
+                   help="seconds of calls each calibration point fills at "
+                        f"least (default {MIN_POINT_S:g}; 0: --reps calls "
+                        "only, a quick and noisier fit)")
+    p.add_argument("--calibrate-to", type=A.byte_size(SIZES[1]),
+                   default=SIZES[-1], metavar="SIZE",
+                   help="largest calibration message (default "
+                        f"{human_bytes(SIZES[-1])}; of "
+                        f"{', '.join(map(human_bytes, SIZES))}): a run of "
+                        "small sizes needs no 32 MiB points")
     p.add_argument("--rounds", type=A.positive_int, default=None,
                    help="runs of the experiments, each followed by a "
                         "calibration; each point is the median (default 3; "

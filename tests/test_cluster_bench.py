@@ -162,9 +162,15 @@ def test_live_small_run_is_correct_and_moves_the_schedules_bytes(tmp_path):
     out = tmp_path / "run.json"
     subprocess.run([sys.executable, str(BENCH), "--link", "1gbit",
                     "--sizes", "64K,1M", "--reps", "1", "--rounds", "2",
+                    "--point-s", "0", "--calibrate-to", "2M",
                     "--json", str(out)],
                    check=True, timeout=540, capture_output=True, text=True)
     doc = R.load(out)
+    # --reps calls per point only, and no calibration point past 2 MiB
+    assert doc["cluster"]["point_s"] == 0
+    assert doc["cluster"]["calibrated_sizes"] == [16 << 10, 256 << 10, 2 * MIB]
+    assert max(r["nbytes"] for r in doc["tiers"]["calibration"]
+               if r["pattern"] != "touch") == 2 * MIB
     assert len(doc["rows"]) == 2 * (len(VARIANTS) + len(TP_PLACEMENTS))
     for r in doc["rows"]:
         assert r["correct"], r

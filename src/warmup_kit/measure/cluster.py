@@ -141,7 +141,8 @@ def call_times(comm: Comm, fn, reps: int, timeout: float = TIMEOUT_S,
 
 
 def touch_rows(comm: Comm, nodes: int, ranks_per_node: int, reps: int,
-               nbytes: int = TOUCH_BYTES) -> list[dict]:
+               nbytes: int = TOUCH_BYTES,
+               point_s: float = MIN_POINT_S) -> list[dict]:
     """The ``touch`` rows: every rank at once swaps half of ``nbytes`` with
     its in-node partner (the ``intra`` pattern, one copy round) out of place,
     as a public call runs, writing into a new output (``fresh``) and into
@@ -159,7 +160,7 @@ def touch_rows(comm: Comm, nodes: int, ranks_per_node: int, reps: int,
                                 deadline=time.monotonic() + TIMEOUT_S)
         rows.append({"pattern": "touch", "nbytes": nbytes, "rounds": 1,
                      "reduce": fresh,
-                     "time_s": time_calls(comm, fn, reps, min_s=MIN_POINT_S)})
+                     "time_s": time_calls(comm, fn, reps, min_s=point_s)})
     return rows
 
 
@@ -174,8 +175,12 @@ def touch_cost(rows: list[dict]) -> float:
 
 def calibrate(comm: Comm, nodes: int, ranks_per_node: int, *,
               patterns=PATTERNS, sizes=SIZES, rounds=ROUNDS, reps: int = 5,
-              inter_max_bytes: int = 8 << 20) -> list[dict]:
+              inter_max_bytes: int = 8 << 20,
+              point_s: float = MIN_POINT_S) -> list[dict]:
     """Time the exchange patterns on this job's ranks (call on every rank).
+
+    Each point is ``reps`` calls or as many as fill ``point_s`` seconds
+    (0: ``reps`` calls only, a quick and noisier calibration).
 
     Returns:
         rows ``{"pattern", "nbytes" (per message), "rounds", "reduce",
@@ -190,7 +195,7 @@ def calibrate(comm: Comm, nodes: int, ranks_per_node: int, *,
              "reduce": False,
              "time_s": time_calls(comm, lambda: comm.barrier(
                  timeout=TIMEOUT_S), max(reps, 9))}]
-    rows += touch_rows(comm, nodes, ranks_per_node, reps)
+    rows += touch_rows(comm, nodes, ranks_per_node, reps, point_s=point_s)
     for pattern in patterns:
         pl = pairs(pattern, nodes, ranks_per_node)
         for nbytes in sizes:
@@ -206,7 +211,7 @@ def calibrate(comm: Comm, nodes: int, ranks_per_node: int, *,
                     t = time_calls(comm, lambda: run_schedule(
                         s, buf, comm, src=inp,
                         deadline=time.monotonic() + TIMEOUT_S),
-                        reps, min_s=MIN_POINT_S)
+                        reps, min_s=point_s)
                     rows.append({"pattern": pattern, "nbytes": nbytes,
                                  "rounds": r, "reduce": red, "src": src,
                                  "time_s": t})
