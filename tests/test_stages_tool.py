@@ -37,11 +37,31 @@ def test_every_stage_is_in_one_lane_and_needs_come_first():
                 assert lane.index(need) < lane.index(st.name)
 
 
-def test_the_book_is_built_alone_first():
-    """Its notebook times are what a reader waits: nothing beside it."""
+def test_nothing_beside_the_book_runs_at_its_priority():
+    """Its notebook times are what a reader waits: a stage that runs
+    beside it (not after it) is a bulk stage at a lower priority, and the
+    browser checks, which need the book, keep the book's priority."""
     for st in TS.stages(4):
-        if st.name != "book":
-            assert "book" in st.needs + st.after, st.name
+        if st.name != "book" and "book" not in st.needs + st.after:
+            assert st.nice >= 10, st.name
+        if st.name.startswith("check-"):
+            assert st.nice == 0 and "book" in st.needs + st.after, st.name
+    assert {st.name for st in TS.stages(4) if st.nice} == {"pytest", "nbval"}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_a_stage_runs_at_its_niceness(tmp_path, monkeypatch):
+    import os
+    monkeypatch.setattr(TS, "LOGS", tmp_path)
+    show = [sys.executable, "-c", "import os; print(os.nice(0))"]
+    low, same = TS.Stage("low", show, nice=7), TS.Stage("same", show)
+    for s in (low, same):
+        s.log = tmp_path / f"{s.name}.log"
+    assert TS.run([low, same], [["low"], ["same"]]) == 0
+    base = os.nice(0)
+    assert int(same.log.read_text()) == base
+    assert int(low.log.read_text()) == min(base + 7, 19)
 
 
 @pytest.mark.slow
