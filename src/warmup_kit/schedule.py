@@ -219,45 +219,70 @@ class ScheduleError(AssertionError):
     """A schedule does not compute its collective."""
 
 
-def _initial_state(s: Schedule) -> list[list[frozenset]]:
-    """What each (rank, chunk) slot holds before the first round.
+# A slot's value is the set of contributions ``(origin_rank, origin_chunk)``
+# it holds. Every schedule moves whole chunks, so a slot nearly always holds
+# contributions of one origin chunk: stored as ``(chunk, mask of ranks)``,
+# whose union and overlap are two integer operations. A slot that mixes
+# origin chunks (only a wrong schedule reduces chunk a into chunk b) is a
+# frozenset of the pairs; ``None`` is an empty slot.
 
-    A slot holds a set of contributions ``(origin_rank, origin_chunk)``;
-    an empty set means "nothing meaningful yet".
-    """
+
+def _pairs(v) -> frozenset:
+    """The contributions ``{(origin_rank, origin_chunk)}`` of a value."""
+    if v is None:
+        return frozenset()
+    if isinstance(v, frozenset):
+        return v
+    j, mask = v
+    return frozenset((r, j) for r in range(mask.bit_length())
+                     if mask >> r & 1)
+
+
+def _value(pairs: frozenset):
+    """The value holding exactly ``pairs``."""
+    chunks = {j for _, j in pairs}
+    if not chunks:
+        return None
+    if len(chunks) > 1:
+        return frozenset(pairs)
+    return (chunks.pop(), sum(1 << r for r, _ in pairs))
+
+
+def _initial_state(s: Schedule) -> list[list]:
+    """What each (rank, chunk) slot holds before the first round (``None``:
+    nothing meaningful yet)."""
     n, c = s.ranks, s.chunks
-    empty: frozenset = frozenset()
     if s.collective in ("allreduce", "reduce_scatter", "reduce", "all_to_all"):
-        return [[frozenset({(r, j)}) for j in range(c)] for r in range(n)]
+        return [[(j, 1 << r) for j in range(c)] for r in range(n)]
     if s.collective in ("all_gather", "gather"):
-        return [[frozenset({(r, j)}) if j == r else empty for j in range(c)]
+        return [[(j, 1 << r) if j == r else None for j in range(c)]
                 for r in range(n)]
     # broadcast, scatter: only the root's buffer is meaningful
-    return [[frozenset({(r, j)}) if r == s.root else empty for j in range(c)]
+    return [[(j, 1 << r) if r == s.root else None for j in range(c)]
             for r in range(n)]
 
 
-def _expected(s: Schedule, rank: int, chunk: int,
-              everyone: frozenset) -> frozenset | None:
-    """What slot (rank, chunk) must hold at the end; None = don't care.
-    ``everyone`` is every rank's contribution to ``chunk``."""
+def _expected(s: Schedule, rank: int, chunk: int):
+    """The value slot (rank, chunk) must hold at the end; ``False`` = don't
+    care."""
     col = s.collective
+    everyone = (chunk, (1 << s.ranks) - 1)
     if col == "allreduce":
         return everyone
     if col == "reduce_scatter":
-        return everyone if chunk == rank else None
+        return everyone if chunk == rank else False
     if col == "reduce":
-        return everyone if rank == s.root else None
+        return everyone if rank == s.root else False
     if col == "all_gather":
-        return frozenset({(chunk, chunk)})
+        return (chunk, 1 << chunk)
     if col == "gather":
-        return frozenset({(chunk, chunk)}) if rank == s.root else None
+        return (chunk, 1 << chunk) if rank == s.root else False
     if col == "scatter":
-        return frozenset({(s.root, chunk)}) if chunk == rank else None
+        return (chunk, 1 << s.root) if chunk == rank else False
     if col == "broadcast":
-        return frozenset({(s.root, chunk)})
+        return (chunk, 1 << s.root)
     # all_to_all: rank j's slot r holds rank r's chunk j
-    return frozenset({(chunk, rank)})
+    return (rank, 1 << chunk)
 
 
 def _check_collective_shape(s: Schedule) -> None:
@@ -270,39 +295,48 @@ def _check_collective_shape(s: Schedule) -> None:
             raise ScheduleError(f"{s.collective} needs a root in range")
 
 
-def simulate_contents(s: Schedule) -> list[list[frozenset]]:
-    """Run the schedule symbolically; return each slot's final contributions.
+def _combine(cur, val, k: int, slot: tuple[int, int]):
+    """``cur`` reduced with ``val``; raises if they share a contribution."""
+    if type(cur) is tuple and type(val) is tuple and cur[0] == val[0]:
+        if cur[1] & val[1]:
+            twice = _pairs((cur[0], cur[1] & val[1]))
+        else:
+            return (cur[0], cur[1] | val[1])
+    else:
+        a, b = _pairs(cur), _pairs(val)
+        twice = a & b
+        if not twice:
+            return _value(a | b)
+    raise ScheduleError(f"round {k}: rank {slot[0]} chunk {slot[1]} would "
+                        f"count {sorted(twice)} twice")
 
-    Raises:
-        ScheduleError: a send of an empty slot, a contribution counted twice,
-            or two writes to one slot in one round.
-    """
+
+def _simulate(s: Schedule) -> list[list]:
+    """Each slot's final value (as encoded above) after running ``s``."""
     _check_collective_shape(s)
     state = _initial_state(s)
     for k, rnd in enumerate(s.rounds):
         # every send of a round reads the slots as they were before it:
         # writes wait in ``written`` until the round ends (no copy of the
         # whole state per round)
-        written: dict[tuple[int, int], frozenset] = {}
+        written: dict[tuple[int, int], object] = {}
         copied: set[tuple[int, int]] = set()
         for t in rnd:
+            row, into, reduce = state[t.src], state[t.dst], t.reduce
             for c_src, c_dst in zip(t.chunks, t.targets):
-                val = state[t.src][c_src]
-                if not val:
+                val = row[c_src]
+                if val is None:
                     raise ScheduleError(
                         f"round {k}: rank {t.src} sends chunk {c_src} "
                         "before it holds anything")
                 slot = (t.dst, c_dst)
-                if t.reduce:
+                if reduce:
                     if slot in copied:
                         raise ScheduleError(f"round {k}: slot {slot} "
                                             "copied and reduced")
-                    cur = written.get(slot, state[t.dst][c_dst])
-                    if cur & val:
-                        raise ScheduleError(
-                            f"round {k}: rank {t.dst} chunk {c_dst} would "
-                            f"count {sorted(cur & val)} twice")
-                    written[slot] = cur | val
+                    cur = written.get(slot, into[c_dst])
+                    written[slot] = val if cur is None else \
+                        _combine(cur, val, k, slot)
                 else:
                     if slot in written:
                         raise ScheduleError(f"round {k}: slot {slot} "
@@ -314,6 +348,17 @@ def simulate_contents(s: Schedule) -> list[list[frozenset]]:
     return state
 
 
+def simulate_contents(s: Schedule) -> list[list[frozenset]]:
+    """Run the schedule symbolically; return each slot's final contributions
+    (a set of ``(origin_rank, origin_chunk)``; empty: nothing meaningful).
+
+    Raises:
+        ScheduleError: a send of an empty slot, a contribution counted twice,
+            or two writes to one slot in one round.
+    """
+    return [[_pairs(v) for v in row] for row in _simulate(s)]
+
+
 def verify(s: Schedule) -> None:
     """Prove that ``s`` computes its collective, for its N and chunk count.
 
@@ -321,15 +366,15 @@ def verify(s: Schedule) -> None:
     or the reduce-scatter / all-gather / broadcast / reduce / all-to-all
     equivalent. Raises :class:`ScheduleError` with the first bad slot.
     """
-    state = simulate_contents(s)
-    everyone = [frozenset((r, c) for r in range(s.ranks))
-                for c in range(s.chunks)]
+    state = _simulate(s)
     for r in range(s.ranks):
+        row = state[r]
         for c in range(s.chunks):
-            want = _expected(s, r, c, everyone[c])
-            if want is not None and state[r][c] != want:
-                missing = sorted(want - state[r][c])
-                extra = sorted(state[r][c] - want)
+            want = _expected(s, r, c)
+            if want is not False and row[c] != want:
+                have, want = _pairs(row[c]), _pairs(want)
+                missing = sorted(want - have)
+                extra = sorted(have - want)
                 raise ScheduleError(
                     f"{s.name} {s.collective} N={s.ranks}: rank {r} chunk {c}"
                     f" ends wrong (missing {missing[:4]}, extra {extra[:4]})")
