@@ -37,16 +37,19 @@ def test_every_stage_is_in_one_lane_and_needs_come_first():
                 assert lane.index(need) < lane.index(st.name)
 
 
-def test_nothing_beside_the_book_runs_at_its_priority():
-    """Its notebook times are what a reader waits: a stage that runs
-    beside it (not after it) is a bulk stage at a lower priority, and the
-    browser checks, which need the book, keep the book's priority."""
+def test_the_book_is_built_alone_first():
+    """Its notebook times are what a reader waits: nothing beside it."""
     for st in TS.stages(4):
-        if st.name != "book" and "book" not in st.needs + st.after:
-            assert st.nice >= 10, st.name
-        if st.name.startswith("check-"):
-            assert st.nice == 0 and "book" in st.needs + st.after, st.name
-    assert {st.name for st in TS.stages(4) if st.nice} == {"pytest", "nbval"}
+        if st.name != "book":
+            assert "book" in st.needs + st.after, st.name
+
+
+def test_the_bulk_stages_yield_to_the_browser_checks():
+    """pytest and nbval run niced; the browser checks keep priority 0."""
+    for st in TS.stages(4):
+        assert st.nice == (TS.BULK_NICE if st.name in ("pytest", "nbval")
+                           else 0), st.name
+    assert TS.BULK_NICE >= 10
 
 
 @pytest.mark.slow

@@ -16,13 +16,16 @@ A stage starts once the stages it needs have passed (the site check needs
 the built book) and those it comes after have ended; ``LANES`` says which
 stages share a lane (one after the other), lanes run at the same time.
 
-The run is CPU-bound on 2 cores (the closing table gives each stage's CPU
+The book is built first and alone: the build's time for each notebook is
+what a reader waits for it (``tools/notebook_times.py`` holds each under a
+limit), and would not be with other stages sharing the cores (beside pytest
+and nbval, even at nice 10, lab01 took 41 s instead of 13 s). The rest of
+the run is CPU-bound on 2 cores (the closing table gives each stage's CPU
 seconds), so the stages that burn CPU in bulk, pytest and nbval, run at a
-lower priority (``nice`` :data:`BULK_NICE`) and soak up whatever the others
-leave: the book build, whose time for each notebook is what a reader waits
-for it (``tools/notebook_times.py`` holds each under a limit), and the
-browser checks, which mostly wait and are slow only when starved, get a
-core the moment they want one.
+lower priority (``nice`` :data:`BULK_NICE`) and soak up whatever the
+browser checks leave: those mostly wait, and are slow only when starved
+(check-site took 235 s of wall for 19 CPU-s beside pytest's workers at the
+same priority).
 """
 from __future__ import annotations
 
@@ -64,10 +67,10 @@ def stages(workers: int) -> list[Stage]:
         Stage("book", [make, "--no-print-directory", "book"]),
         Stage("pytest", [PY, "-m", "pytest", "-q", "tests", "-p",
                          "no:cacheprovider", "-n", str(workers),
-                         "--dist", "loadfile"], nice=BULK_NICE),
+                         "--dist", "loadfile"], after=book, nice=BULK_NICE),
         Stage("nbval", [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                         "--nbval", "book", "-n", "2", "--dist", "loadfile"],
-              nice=BULK_NICE),
+              after=book, nice=BULK_NICE),
         Stage("check-site", [make, "--no-print-directory", "check-site"],
               needs=book),
     ] + [Stage(f"check-lab-{i}", [make, "--no-print-directory", "check-lab",
@@ -76,9 +79,8 @@ def stages(workers: int) -> list[Stage]:
 
 
 #: niceness of the bulk stages (pytest, nbval): at 10 a process weighs
-#: about a tenth of one at 0 in Linux's scheduler, so the book and the
-#: browser checks keep their pace beside them (measured: ``CPU s`` and
-#: ``wall s`` of the closing table, and the book's notebook times)
+#: about a tenth of one at 0 in Linux's scheduler, so the browser checks
+#: keep their pace beside them (``CPU s`` and ``wall s`` of the table)
 BULK_NICE = 10
 
 
@@ -89,8 +91,8 @@ LAB_SHARDS = 2
 
 
 #: stages in one lane run one after another; lanes run side by side.
-#: pytest and nbval start at once, beside the book, at a lower priority;
-#: the browser checks follow the book, one lane after nbval (two lab
+#: after the book, pytest and nbval start at a lower priority beside the
+#: site check and one lab shard; the other shard follows nbval (two lab
 #: shards side by side keep their kernels and browsers busy in turn)
 LANES = [["book", "check-site", "check-lab-1"],
          ["pytest"],
