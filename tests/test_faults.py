@@ -76,6 +76,38 @@ def test_the_launcher_does_not_wait_out_its_grace_for_a_stopped_rank(
     assert "stopped (SIGSTOP)" in str(out[1]), out[1]
 
 
+def late_reporter(comm, late_s):
+    """Rank 1 fails at once; rank 0 reports ``late_s`` later (a verdict
+    slowed by a loaded machine); rank 2 never reports."""
+    if comm.rank == 1:
+        raise RuntimeError("rank 1 fails first")
+    time.sleep(late_s if comm.rank == 0 else 600)
+    return "late"
+
+
+@pytest.mark.multiproc
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("pending,max_grace,rank0", [
+    (None, 10.0, "killed after another rank failed"),  # the plain grace
+    (lambda r: r == 0, 10.0, "late"),        # still sure to report: waited
+    (lambda r: r == 0, 0.5, "killed after another rank failed"),  # bounded
+    (lambda r: 1 / 0, 10.0, "killed after another rank failed"),  # broken
+])
+def test_a_rank_still_pending_is_waited_for_past_the_grace(
+        pending, max_grace, rank0, no_leftover_processes):
+    t0 = time.monotonic()
+    out = wk.launch(late_reporter, 3, args=(1.5,), transport="shm",
+                    timeout=30, grace=0.2, pending=pending,
+                    max_grace=max_grace, return_exceptions=True)
+    took = time.monotonic() - t0
+    assert "rank 1 fails first" in str(out[1])
+    assert rank0 in str(out[0]), out
+    # rank 2 is never pending: nobody waits on it to the 10 s bound, nor
+    # to the 30 s timeout
+    assert "killed after another rank failed" in str(out[2]), out
+    assert took < 5, f"took {took:.1f} s"
+
+
 # ------------------------------------------------------- a killed launcher
 LAUNCHER = """
 import os, sys, time

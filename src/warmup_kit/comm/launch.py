@@ -100,7 +100,9 @@ def _rank_main(rank: int, world: int, transport: str, setup, conn, fn, args,
 def launch(fn: Callable[..., Any], world: int = 4, *, args: Sequence = (),
            transport: str = "sockets", timeout: float = 60.0,
            host: str = "127.0.0.1", shm_bytes: int = 64 << 20,
-           return_exceptions: bool = False, grace: float = 3.0) -> list[Any]:
+           return_exceptions: bool = False, grace: float = 3.0,
+           pending: Callable[[int], bool] | None = None,
+           max_grace: float = 10.0) -> list[Any]:
     """Run ``fn(comm, *args)`` on ``world`` ranks; results in rank order.
 
     Args:
@@ -118,6 +120,13 @@ def launch(fn: Callable[..., Any], world: int = 4, *, args: Sequence = (),
         grace: after a first failure, how long the other ranks get to report
             before they are killed (a stopped rank, which cannot report until
             it is continued, is not waited for).
+        pending: ``pending(rank)`` is true while a rank that has not
+            reported is still sure to (it is inside a collective whose wait
+            its own watchdog or timeout ends): after ``grace``, such ranks
+            are waited for, up to ``max_grace`` after the first failure. On
+            a loaded machine a rank's own verdict can take longer than the
+            grace, and killing it then loses its report.
+        max_grace: the bound on that wait (seconds after the first failure).
 
     Raises:
         The first failing rank's own exception (the root cause is preferred
@@ -160,7 +169,8 @@ def launch(fn: Callable[..., Any], world: int = 4, *, args: Sequence = (),
                 addresses.append((host, msg[1]))
             for pipe in pipes:
                 pipe.send(addresses)
-        outcomes = _collect(pipes, procs, deadline, grace)
+        outcomes = _collect(pipes, procs, deadline, grace, pending,
+                            max(grace, max_grace))
         return _raise_outcome(outcomes, world, return_exceptions)
     finally:
         _reap(procs, pipes)
@@ -195,14 +205,20 @@ def _recv(pipe, proc, rank: int, deadline: float):
                                   exitcode=proc.exitcode), "")
 
 
-def _collect(pipes, procs, deadline: float, grace: float) -> dict:
+def _collect(pipes, procs, deadline: float, grace: float,
+             pending: Callable[[int], bool] | None = None,
+             max_grace: float = 0.0) -> dict:
     outcomes: dict[int, tuple] = {}
     first_failure = None
     while len(outcomes) < len(pipes):
         now = time.monotonic()
         limit = deadline if first_failure is None else min(deadline,
                                                            first_failure + grace)
-        if now > limit:
+        if now > limit and (
+                first_failure is None or pending is None
+                or now > min(deadline, first_failure + max_grace)
+                or not any(_pending(pending, r)
+                           for r in range(len(pipes)) if r not in outcomes)):
             break
         if first_failure is not None and all(
                 proc_state.stopped(procs[r].pid)
@@ -231,6 +247,14 @@ def _collect(pipes, procs, deadline: float, grace: float) -> dict:
                     "killed after another rank failed")
             outcomes[r] = ("error", TimeoutError(f"rank {r} {what}"), "")
     return outcomes
+
+
+def _pending(pending: Callable[[int], bool], rank: int) -> bool:
+    """``pending(rank)``, false if it fails (the launcher must end)."""
+    try:
+        return bool(pending(rank))
+    except Exception:                   # noqa: BLE001 - see above
+        return False
 
 
 def _raise_outcome(outcomes: dict, world: int, return_exceptions: bool):

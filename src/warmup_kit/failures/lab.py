@@ -208,14 +208,22 @@ def run_local(demo: Demo, world: int = 4, transport: str = "sockets"
     """The demo on ``world`` forked ranks (sockets or shared memory)."""
     fd, path = tempfile.mkstemp(prefix="warmup-board-")
     os.close(fd)
-    t0 = time.monotonic()
+    t0, board = time.monotonic(), None
     try:
-        Board(path, world).close()            # create it, sized
+        board = Board(path, world)            # create it, sized
         limit = 30 + demo.watchdog_s + 2 * (demo.timeout or 0)
+        # a rank still inside the collective will end its own wait (its
+        # watchdog, its timeout; a failed one stays entered while it
+        # reports): it is waited for past the grace, the hung culprit
+        # outside any collective is not
         outs = launch(rank_main, world, args=(demo, path),
                       transport=transport, timeout=limit, grace=1.0,
+                      pending=lambda r: board.rows()[r].inside,
+                      max_grace=5 + demo.watchdog_s + (demo.timeout or 0),
                       return_exceptions=True)
     finally:
+        if board is not None:
+            board.close()
         os.unlink(path)
     ranks = [_outcome(r, o) for r, o in enumerate(outs)]
     return finish(demo, ranks, transport, time.monotonic() - t0)
