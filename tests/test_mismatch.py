@@ -186,3 +186,25 @@ def test_the_check_is_control_traffic_and_can_be_turned_off():
     from warmup_kit.callcheck import WORDS
     for on, off, total in wk.launch(_opt_out, 3, timeout=30):
         assert on == 2 * 8 * 2 * (WORDS + 1) and off == 0 and total == 3.0
+
+
+@requires_mpi
+@pytest.mark.multiproc
+@pytest.mark.timeout(90)
+def test_a_blocking_mpi_exchange_checks_what_arrived():
+    """MPIComm.sendrecv without a deadline (the executor's small-message
+    path) raises ProtocolError on a rank that receives another tag or
+    size, names both, and the next exchange is right."""
+    result = mpi_script("arrival", 2, timeout=60)
+    calls = {r["rank"]: r["calls"] for r in result["records"]}
+    for me, peer in ((0, 1), (1, 0)):
+        kinds = [c["kind"] for c in calls[me]]
+        # rank 1 gets 24 of the 32 bytes it expects in the "size" case
+        assert kinds == ["returned", "ProtocolError",
+                         "ProtocolError" if me == 1 else "returned",
+                         "returned"], calls[me]
+        tag_err = calls[me][1]["message"]
+        assert (f"rank {peer} sent a message with tag {5 if me == 0 else 6}"
+                f" and 32 bytes where tag {6 if me == 0 else 5}") in tag_err
+        assert calls[me][-1]["got"] == [float(peer)] * 4
+    assert "24 bytes where tag 5 and 32 bytes" in calls[1][2]["message"]

@@ -96,6 +96,7 @@ class MPIComm(Comm):
         self._isend, self._irecv = self.comm.Isend, self.comm.Irecv
         self._Status = MPI.Status
         self._send, self._recv = self.comm.Send, self.comm.Recv
+        self._sendrecv = self.comm.Sendrecv
         self._recv_status = MPI.Status()
         self._tables: dict = {}     # share_call's result arrays, per size
 
@@ -138,15 +139,16 @@ class MPIComm(Comm):
         ns, nr = sendbuf.nbytes, recvbuf.nbytes
         self.stats.sent(dest, ns)
         self.stats.received(source, nr)
-        st = self._Status()
-        r = MPIRequest(self, None, source, True, tag, nr, st)
+        st = self._recv_status     # the executor's: one call at a time
         try:
-            self.comm.Sendrecv([sendbuf, ns, self._byte], dest, tag,
-                               [recvbuf, nr, self._byte], source, self._any,
-                               st)
+            self._sendrecv([sendbuf, ns, self._byte], dest, tag,
+                           [recvbuf, nr, self._byte], source, self._any, st)
         except self._MPI.Exception as exc:
-            self._failed([r], exc, [st])
-        self.check_arrival(r)
+            self._failed([MPIRequest(self, None, source, True, tag, nr, st)],
+                         exc, [st])
+        if st.Get_tag() != tag or st.Get_count(self._byte) != nr:
+            self.check_arrival(MPIRequest(self, None, source, True, tag, nr,
+                                          st))
 
     def send_wait(self, sendbuf, dest: int, tag: int = 0, *,
                   deadline: float | None = None) -> None:
