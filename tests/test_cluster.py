@@ -201,7 +201,7 @@ def test_sigkill_leftovers_are_removed_by_down(kind):
     (another test file's, on another worker): a try where that sweep got
     there first proves nothing about ``down`` and is run again; one where
     the leftovers outlive ``down`` fails."""
-    for attempt in range(3):
+    for _ in range(3):
         p, prefix = _start(kind)
         p.send_signal(signal.SIGKILL)
         p.wait(timeout=30)

@@ -250,10 +250,11 @@ def _collect(pipes, procs, deadline: float, grace: float,
 
 
 def _pending(pending: Callable[[int], bool], rank: int) -> bool:
-    """``pending(rank)``, false if it fails (the launcher must end)."""
+    """``pending(rank)``, false if it fails: a broken callback must not
+    keep the launcher from ending its ranks."""
     try:
         return bool(pending(rank))
-    except Exception:                   # noqa: BLE001 - see above
+    except Exception:                   # noqa: BLE001 - any failure
         return False
 
 

@@ -128,6 +128,13 @@ class MPIComm(Comm):
                 " bytes were expected (the ranks called different "
                 "collectives, or with different lengths, dtypes or ops)")
 
+    def _check_blocking(self, st, source: int, tag: int, n: int) -> None:
+        """:meth:`check_arrival` for a blocking receive that filled ``st``
+        (the request it reports is built only when the arrival is wrong)."""
+        if st.Get_tag() != tag or st.Get_count(self._byte) != n:
+            self.check_arrival(MPIRequest(self, None, source, True, tag, n,
+                                          st))
+
     def sendrecv(self, sendbuf, dest: int, recvbuf, source: int,
                  tag: int = 0, *, deadline: float | None = None) -> None:
         """One exchange; with no deadline a single blocking ``Sendrecv``."""
@@ -146,9 +153,7 @@ class MPIComm(Comm):
         except self._MPI.Exception as exc:
             self._failed([MPIRequest(self, None, source, True, tag, nr, st)],
                          exc, [st])
-        if st.Get_tag() != tag or st.Get_count(self._byte) != nr:
-            self.check_arrival(MPIRequest(self, None, source, True, tag, nr,
-                                          st))
+        self._check_blocking(st, source, tag, nr)
 
     def send_wait(self, sendbuf, dest: int, tag: int = 0, *,
                   deadline: float | None = None) -> None:
@@ -178,9 +183,7 @@ class MPIComm(Comm):
         except self._MPI.Exception as exc:
             self._failed([MPIRequest(self, None, source, True, tag, n, st)],
                          exc, [st])
-        if st.Get_tag() != tag or st.Get_count(self._byte) != n:
-            self.check_arrival(MPIRequest(self, None, source, True, tag, n,
-                                          st))
+        self._check_blocking(st, source, tag, n)
 
     def share_call(self, words: np.ndarray, deadline):
         """Every rank's call descriptor in one MPI ``Allgather`` (MPICH's,
