@@ -99,3 +99,47 @@ def test_tp_innermost_stays_on_nvlink():
     assert Layout(8, 2, 2, order=("tp", "pp", "dp")).group_links(
         c, "tp") == "net"
     assert Layout(8, 2, 2).neighbours(0) == {"prev": None, "next": 8}
+
+
+def test_gemm_flops_is_peak_times_the_precisions_efficiency_and_clock():
+    from warmup_kit.model.hardware import H100, A100
+    assert H100.gemm_flops("bf16") == pytest.approx(989e12 * 0.75)
+    # Hopper FP8 GEMMs reach 0.67 of their peak (cuBLASLt, Azure ND H100
+    # v5), not BF16's 0.75: FP8 is 1.79x BF16, not 2x
+    assert H100.gemm_flops("fp8") == pytest.approx(1979e12 * 0.67)
+    assert "1,351" in H100.source("precision_efficiency")
+    # a GPU with no override uses gemm_efficiency for every precision
+    assert A100.gemm_flops("tf32") == pytest.approx(156e12 * 0.80)
+
+
+def test_power_limited_h100_clock_follows_the_datasheets_operating_points():
+    from warmup_kit.model.hardware import (H100, H100_OPERATING_POINTS,
+                                           power_exponent, power_limited)
+    k = power_exponent()
+    assert 0.29 < k < 0.31               # log(989.5/835.5) / log(700/400)
+    at400 = power_limited(H100, 400.0)
+    # through the NVL's point: its datasheet peak, relative to the SXM's
+    assert at400.tensor_clock == pytest.approx(835.5 / 989.5)
+    assert power_limited(H100, 700.0).tensor_clock == pytest.approx(1.0)
+    at500 = power_limited(H100, 500.0)
+    assert 0.89 < at500.tensor_clock < 0.91   # "between SXM and NVL"
+    # the datasheet peak stays what MFU divides by; times use the clock
+    assert at500.peak_flops() == H100.peak_flops()
+    assert at500.gemm_flops() == pytest.approx(
+        H100.gemm_flops() * at500.tensor_clock)
+    assert at500.hbm_tbps == H100.hbm_tbps
+    assert "500 W" in at500.name and at500.source("tensor_clock")
+    assert H100_OPERATING_POINTS[0] == (400.0, 835.5)
+
+
+@pytest.mark.parametrize("watts", [100.0, 701.0])
+def test_power_limited_refuses_a_limit_outside_the_points(watts):
+    from warmup_kit.model.hardware import H100, power_limited
+    with pytest.raises(ValueError, match="power limit"):
+        power_limited(H100, watts)
+
+
+def test_power_limited_refuses_a_gpu_without_published_points():
+    from warmup_kit.model.hardware import A100, power_limited
+    with pytest.raises(ValueError, match="no published power"):
+        power_limited(A100, 300.0)

@@ -362,3 +362,73 @@ def test_compute_eager_llama_elementwise_bytes_op_by_op():
                         kernels="eager-llama")
     assert eager.elementwise_fwd_s == pytest.approx(
         eager_llama_bytes(64, 64, 64, 256, 1) * 1e-12)
+
+
+# ------------------------------------ the 2024-26 mechanisms (issue 29)
+# the toy layer's GEMMs one by one: QKV, proj, FC1 + FC2
+QKV_S, PROJ_S, FFN_S = 1_572_864e-12, 524_288e-12, 4_194_304e-12
+FLASH_CORE_S = 0.5 * 4 * 64 * 64 * 64 / 0.7e12   # causal half at 0.7
+
+
+def test_fused_attention_backward_is_2_5_forwards():
+    # FlashAttention's backward recomputes QK^T and runs five s x s
+    # products to the forward's two (its benchmarks: bwd = 2.5 fwd)
+    lt = layer_times(TOY_GPU, b=1, s=64, h=64, a=8, ffn=256, t=1,
+                     flash_attention=True)
+    assert lt.attn_core_bwd_ratio == 2.5
+    assert lt.bwd_s == pytest.approx(2 * (GEMM_S + ELEM_S)
+                                     + 2.5 * FLASH_CORE_S)
+    c = ctx(flash_attention=True)
+    assert tp_cost(c).compute_s == pytest.approx(
+        3 * (GEMM_S + ELEM_S) + 3.5 * FLASH_CORE_S)
+    # unfused attention: its backward is two GEMMs per forward GEMM
+    plain = layer_times(TOY_GPU, b=1, s=64, h=64, a=8, ffn=256, t=1)
+    assert plain.bwd_s == pytest.approx(2 * FWD_S)
+
+
+def test_op_checkpointing_recomputes_wk_wo_w3_and_the_elementwise():
+    # torchtitan's op policy saves every second mm of wq wk wv wo w1 w3 w2
+    # and the attention kernel: wk (kv / (h + 2 kv) of QKV), wo, w3 (a
+    # third of the FFN) and every elementwise kernel are run again
+    lt = layer_times(TOY_GPU, b=1, s=64, h=64, a=8, ffn=256, t=1,
+                     flash_attention=True)
+    want = QKV_S / 3 + PROJ_S + FFN_S / 3 + ELEM_S
+    assert lt.op_recompute_fwd_s == pytest.approx(want)
+    c = ctx(flash_attention=True, recompute="op")
+    assert tp_cost(c).compute_s == pytest.approx(
+        lt.fwd_s + lt.bwd_s + want)
+    # the attention is saved: the CP axis does not rerun it either
+    long = Transformer(8, 64, 8, 128, 128)
+    op = cp_cost(ctx(model=long, cp=2, recompute="op",
+                     flash_attention=True, cp_attention="allgather"))
+    sel = cp_cost(ctx(model=long, cp=2, recompute="selective",
+                      flash_attention=True, cp_attention="allgather"))
+    own = context(long, Cluster(TOY, 1), Layout(
+        tp=1, pp=1, dp=1, cp=2, global_batch=1, micro_batch=1,
+        recompute="op", flash_attention=True)).lt.attn_core_fwd_s
+    assert op.compute_s == pytest.approx(3.5 * own)
+    assert sel.compute_s == pytest.approx(4.5 * own)
+
+
+def test_op_checkpointing_counts_its_recomputed_matmuls_in_hfu():
+    # per token and layer: wk 2 h kv + wo 2 h^2 + w3 4/3 h ffn
+    extra = 8 * (2 * 64 * 64 + 2 * 64 * 64 + 4 * 64 * 256 / 3) * 64
+    for formula in ("megatron", "6N+attn"):
+        assert (MODEL.flops_per_sample("op", formula)
+                - MODEL.flops_per_sample("none", formula)
+                ) == pytest.approx(extra)
+
+
+def test_op_checkpointing_keeps_the_saved_matmul_and_attention_outputs():
+    from warmup_kit.parallelism.memory import activation_bytes_per_layer
+    # wq, wv, attention (h each), w1 (4 h) over t; block input and output
+    got = activation_bytes_per_layer(b=1, s=64, h=64, a=8, t=8,
+                                     recompute="op", sequence_parallel=True,
+                                     flash_attention=True)
+    assert got == 64 * 64 * (14 / 8 + 4 / 8)
+    with pytest.raises(ValueError, match="'op'"):
+        activation_bytes_per_layer(b=1, s=64, h=64, a=8, t=1,
+                                   recompute="some", sequence_parallel=False,
+                                   flash_attention=True)
+    with pytest.raises(ValueError, match="recompute must be one of"):
+        Layout(tp=1, pp=1, dp=1, global_batch=1, recompute="ops")

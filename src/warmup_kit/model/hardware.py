@@ -20,6 +20,7 @@ their sources and the NCCL model against published nccl-tests runs.
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field, replace
 
@@ -70,6 +71,13 @@ class GPU:
         gemm_efficiency: fraction of dense peak a large GEMM reaches.
         hbm_efficiency: fraction of HBM bandwidth a streaming kernel reaches.
         sources: (field, source) pairs.
+        precision_efficiency: (precision, fraction) pairs where a large
+            GEMM of that precision reaches another fraction of its peak
+            than ``gemm_efficiency`` (Hopper's FP8).
+        tensor_clock: sustained tensor throughput as a fraction of the
+            datasheet's, below 1 for a part run under a lower power limit
+            than its datasheet's (:func:`power_limited`). Times use it; MFU
+            still divides by the datasheet peak, as the sources do.
     """
 
     name: str
@@ -79,6 +87,8 @@ class GPU:
     gemm_efficiency: float
     hbm_efficiency: float
     sources: tuple[tuple[str, str], ...] = ()
+    precision_efficiency: tuple[tuple[str, float], ...] = ()
+    tensor_clock: float = 1.0
 
     def peak_flops(self, precision: str = "bf16") -> float:
         """Dense peak in FLOP/s for ``precision`` ("bf16", "fp8", "tf32")."""
@@ -87,6 +97,13 @@ class GPU:
             raise ValueError(f"{self.name} has no {precision!r} peak; "
                              f"choose from {sorted(table)}")
         return table[precision] * 1e12
+
+    def gemm_flops(self, precision: str = "bf16") -> float:
+        """FLOP/s a large GEMM of ``precision`` sustains: the dense peak x
+        that precision's GEMM efficiency x the tensor clock."""
+        eff = dict(self.precision_efficiency).get(precision,
+                                                  self.gemm_efficiency)
+        return self.peak_flops(precision) * eff * self.tensor_clock
 
     def source(self, name: str) -> str:
         """Where the figure ``name`` comes from."""
@@ -137,6 +154,13 @@ class System:
     sources: tuple[tuple[str, str], ...] = field(default=())
     intra: str = "switch"
     nic_count: int | None = None
+
+    def gemm_flops(self, precision: str = "bf16") -> float:
+        """FLOP/s a large GEMM of ``precision`` sustains: the dense peak x
+        that precision's GEMM efficiency x the tensor clock."""
+        eff = dict(self.precision_efficiency).get(precision,
+                                                  self.gemm_efficiency)
+        return self.peak_flops(precision) * eff * self.tensor_clock
 
     def source(self, name: str) -> str:
         """Where the figure ``name`` comes from."""
@@ -210,6 +234,10 @@ _GEMM = ("cuBLAS large BF16 GEMM throughput: ~250 TFLOP/s on A100, "
          "~700-750 on H100 SXM, ~1.6 PFLOP/s on B200 (vendor and "
          "independent matmul benchmarks)")
 _STREAM = "device-memory copy benchmarks (nvbandwidth, BabelStream): ~85%"
+_FP8_GEMM = ("cuBLASLt FP8 GEMM on H100 SXM (Azure ND H100 v5 benchmark "
+             "results, AI-benchmarking-guide, CUDA 12.6): 1,290 TFLOP/s at "
+             "8192^3 and 1,351 at 6144 x 12288 x 12288, of the 1,979 dense "
+             "peak: 0.67")
 
 A100 = GPU("A100-SXM4-80GB",
            (("bf16", 312.0), ("fp16", 312.0), ("tf32", 156.0),
@@ -226,7 +254,9 @@ H100 = GPU("H100-SXM5-80GB",
            hbm_efficiency=0.85,
            sources=(("tflops", _H100_DS), ("hbm_gb", _H100_DS),
                     ("hbm_tbps", _H100_DS), ("gemm_efficiency", _GEMM),
-                    ("hbm_efficiency", _STREAM)))
+                    ("hbm_efficiency", _STREAM),
+                    ("precision_efficiency", _FP8_GEMM)),
+           precision_efficiency=(("fp8", 0.67),))
 B200 = GPU("B200", (("bf16", 2250.0), ("fp16", 2250.0), ("fp8", 4500.0),
                     ("tf32", 1100.0), ("fp32", 75.0)),
            hbm_gb=180.0, hbm_tbps=8.0, gemm_efficiency=0.70,
@@ -350,11 +380,15 @@ H100_PCIE = GPU("H100-PCIe-80GB",
                 sources=(("tflops", _H100_PCIE_DS), ("hbm_gb", _H100_PCIE_DS),
                          ("hbm_tbps", _H100_PCIE_DS),
                          ("gemm_efficiency", _GEMM_OTHER),
-                         ("hbm_efficiency", _STREAM)))
+                         ("hbm_efficiency", _STREAM),
+                         ("precision_efficiency", _FP8_GEMM + "; the "
+                          "SXM part's, as for BF16")),
+                precision_efficiency=(("fp8", 0.67),))
 H200 = replace(H100, name="H200-SXM-141GB", hbm_gb=141.0, hbm_tbps=4.8,
                sources=(("tflops", _H200_DS), ("hbm_gb", _H200_DS),
                         ("hbm_tbps", _H200_DS), ("gemm_efficiency", _GEMM),
-                        ("hbm_efficiency", _STREAM)))
+                        ("hbm_efficiency", _STREAM),
+                        ("precision_efficiency", _FP8_GEMM)))
 MI300X = GPU("AMD Instinct MI300X",
              (("bf16", 1307.4), ("fp16", 1307.4), ("fp8", 2614.9),
               ("tf32", 653.7), ("fp32", 163.4)),
@@ -634,3 +668,46 @@ def with_nics(name: str, nics_per_node: int) -> System:
         raise ValueError(f"nics_per_node must divide {s.gpus_per_node}")
     return replace(s, name=f"{name}/{nics_per_node}nic",
                    nics_per_node=nics_per_node)
+
+
+# ------------------------------------------------------- power limits
+#: Two datasheet operating points of the same GH100 silicon (132 SMs): the
+#: H100 NVL at 400 W (BF16 1,671 TFLOP/s with sparsity: 835.5 dense) and
+#: the H100 SXM at 700 W (1,979: 989.5 dense). Their tensor peaks differ
+#: only by the clock each power limit allows. NVIDIA H100 datasheet, NVL
+#: and SXM columns, https://resources.nvidia.com/en-us-tensor-core/
+#: nvidia-tensor-core-gpu-datasheet [nvidia2023h100]
+H100_OPERATING_POINTS = ((400.0, 835.5), (700.0, 989.5))
+
+
+def power_exponent(points=H100_OPERATING_POINTS) -> float:
+    """The exponent ``k`` of ``clock ~ power ** k`` through two operating
+    points (dynamic power grows with clock times voltage squared, and
+    voltage with clock, so ``k`` is well below 1): 0.30 for the H100's."""
+    (p0, f0), (p1, f1) = points
+    return math.log(f1 / f0) / math.log(p1 / p0)
+
+
+def power_limited(gpu: GPU, watts: float,
+                  points=H100_OPERATING_POINTS) -> GPU:
+    """``gpu`` (an H100-class part whose datasheet peak is the 700 W one)
+    run under a power limit of ``watts``: its sustained tensor clock,
+    ``(watts / 700) ** k`` of the datasheet's, with ``k`` from
+    :func:`power_exponent`. HBM bandwidth is left as it is (its clock is
+    not the SMs'). torchtitan's Grand Teton H100s run at 500 W and their
+    authors put the peak "between SXM and NVL" (torchtitan
+    benchmarks/llama3_h100_202412_torchtitan.md): 0.90 of the SXM's."""
+    lo, hi = points[0][0], points[-1][0]
+    if "H100" not in gpu.name and "H200" not in gpu.name:
+        raise ValueError(f"no published power operating points for "
+                         f"{gpu.name}; power_limited knows the H100's")
+    if not lo / 2 <= watts <= hi:
+        raise ValueError(f"power limit must be {lo / 2:.0f}..{hi:.0f} W, "
+                         f"got {watts}")
+    clock = (watts / hi) ** power_exponent(points)
+    return replace(gpu, name=f"{gpu.name} at {watts:.0f} W",
+                   tensor_clock=gpu.tensor_clock * clock,
+                   sources=gpu.sources + (
+                       ("tensor_clock", "power_limited: clock ~ power^k "
+                        "through the H100 NVL (400 W) and SXM (700 W) "
+                        "datasheet peaks"),))

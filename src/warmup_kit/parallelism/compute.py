@@ -3,8 +3,9 @@
 The work of a GPT layer under tensor parallelism t (Shoeybi et al. 2019,
 section 3; Narayanan et al. 2021, appendix "FLOPs"), split into
 
-* GEMMs, each timed by a roofline: ``max(flops / (peak * gemm_efficiency),
-  bytes / (hbm * hbm_efficiency))``. Big GEMMs are compute-bound; the
+* GEMMs, each timed by a roofline: ``max(flops / gemm_flops, bytes /
+  (hbm * hbm_efficiency))``, where ``GPU.gemm_flops`` is the dense peak x
+  the GEMM efficiency of the precision x the power-limited tensor clock. Big GEMMs are compute-bound; the
   attention batched GEMMs (k = head dim) and small hidden sizes are not,
   which is why achieved FLOP/s grows with model size;
 * memory-bound elementwise kernels (layer norms, bias-GeLU, dropout,
@@ -13,7 +14,10 @@ section 3; Narayanan et al. 2021, appendix "FLOPs"), split into
   with sequence parallelism (Korthikanti et al. 2022, section 4.2.2) the
   norms and dropouts are split over the TP group.
 
-Backward = twice the forward work (input and weight gradients).
+Backward = twice the forward work (input and weight gradients), except a
+fused attention kernel's: its backward recomputes the scores from Q and K
+and runs five s x s products to the forward's two, 2.5 times the forward
+(:data:`FLASH_BWD`).
 """
 from __future__ import annotations
 
@@ -32,6 +36,12 @@ FLASH_EFFICIENCY = 0.7   # fused attention vs plain GEMM efficiency (FA2
 #: bars); FlashAttention-3 (and cuDNN's Hopper kernels, which reach the
 #: same class) ~550 TFLOP/s on H100 (Shah et al. 2024, figures 5 and 7).
 #: "auto" is FLASH_EFFICIENCY x the GPU's GEMM efficiency.
+#: Backward over forward work of a fused attention kernel: QK^T again, then
+#: dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q: five s x s products to
+#: the forward's two (QK^T, PV). FlashAttention's own benchmarks count it
+#: so (benchmarks/benchmark_flash_attention.py, ``flops``: bwd = 2.5 x fwd,
+#: fwd + bwd = 3.5 x fwd), and their TFLOP/s figures divide by that count.
+FLASH_BWD = 2.5
 ATTENTION_EFFICIENCY = {("fa2", "A100"): 190 / 312, ("fa2", "H100"): 335 / 989,
                         ("fa3", "H100"): 550 / 989}
 
@@ -56,10 +66,21 @@ class LayerTimes:
     attn_core_fwd_s: float     # QK^T, softmax, dropout, AV: what selective
     #                            recomputation recomputes
     elementwise_fwd_s: float
+    attn_core_bwd_ratio: float = 2.0   # its backward over its forward
+    #                                    (FLASH_BWD for a fused kernel)
+    op_recompute_fwd_s: float = 0.0    # what torchtitan's op checkpointing
+    #                                    recomputes (:func:`op_recomputed_s`)
 
     @property
     def fwd_s(self) -> float:
         return self.gemm_fwd_s + self.attn_core_fwd_s + self.elementwise_fwd_s
+
+    @property
+    def bwd_s(self) -> float:
+        """The layer's backward: twice the forward's GEMMs and elementwise
+        kernels, ``attn_core_bwd_ratio`` times its attention core."""
+        return (2 * (self.gemm_fwd_s + self.elementwise_fwd_s)
+                + self.attn_core_bwd_ratio * self.attn_core_fwd_s)
 
 
 def gemm_s(gpu: GPU, m: float, n: float, k: float, batch: float = 1,
@@ -67,7 +88,7 @@ def gemm_s(gpu: GPU, m: float, n: float, k: float, batch: float = 1,
     """Roofline time of ``batch`` GEMMs (m x k) @ (k x n)."""
     flops = 2.0 * m * n * k * batch
     nbytes = BYTES * (m * k + k * n + m * n) * batch
-    return max(flops / (gpu.peak_flops(precision) * gpu.gemm_efficiency),
+    return max(flops / gpu.gemm_flops(precision),
                nbytes / (gpu.hbm_tbps * 1e12 * gpu.hbm_efficiency))
 
 
@@ -107,14 +128,15 @@ def layer_times(gpu: GPU, *, b: int, s: int, h: int, a: int, ffn: float,
     bs = b * s
     d = h // a
     heads = a / t
-    gemm = (gemm_s(gpu, bs, (h + 2 * kv) / t, h, precision=precision)  # QKV
-            + gemm_s(gpu, bs, h, h / t, precision=precision)     # proj
-            + gemm_s(gpu, bs, ffn / t, h, precision=precision)   # FC1
-            + gemm_s(gpu, bs, h, ffn / t, precision=precision))  # FC2
+    qkv = gemm_s(gpu, bs, (h + 2 * kv) / t, h, precision=precision)
+    proj = gemm_s(gpu, bs, h, h / t, precision=precision)
+    ffn_s = (gemm_s(gpu, bs, ffn / t, h, precision=precision)     # FC1
+             + gemm_s(gpu, bs, h, ffn / t, precision=precision))  # FC2
+    gemm = qkv + proj + ffn_s
     if flash_attention:
         # causal: about half of the s x s tiles are computed
         flops = 0.5 * 4.0 * b * s * s * d * heads
-        attn = flops / (gpu.peak_flops(attn_prec)
+        attn = flops / (gpu.peak_flops(attn_prec) * gpu.tensor_clock
                         * attention_efficiency(gpu, attention_kernel))
     else:
         scores = b * heads * s * s
@@ -134,7 +156,23 @@ def layer_times(gpu: GPU, *, b: int, s: int, h: int, a: int, ffn: float,
         raise ValueError(f"kernels must be 'fused' or 'eager-llama', got "
                          f"{kernels!r}")
     casts = fp8_cast_bytes(bs, h, kv, ffn, t) if precision == "fp8" else 0.0
-    return LayerTimes(gemm, attn, stream_s(gpu, replicated + gelu + casts))
+    elementwise = stream_s(gpu, replicated + gelu + casts)
+    return LayerTimes(gemm, attn, elementwise,
+                      FLASH_BWD if flash_attention else 2.0,
+                      op_recomputed_s(qkv, proj, ffn_s, elementwise, h, kv))
+
+
+def op_recomputed_s(qkv_s: float, proj_s: float, ffn_s: float,
+                    elementwise_s: float, h: int, kv: int) -> float:
+    """Forward seconds torchtitan's selective op checkpointing recomputes
+    in the backward (torchtitan ``apply_ac``, ``selective_ac_option="op"``:
+    it saves the output of every second matmul of a block, of the attention
+    kernel and of the reduce-scatters, and recomputes everything else). A
+    Llama block's matmuls run wq, wk, wv, wo, w1, w3, w2, so wk, wo and w3
+    are recomputed: K's share of the fused QKV GEMM, the output
+    projection, a third of the FFN's FLOPs (w3 of SwiGLU's three h x f
+    matrices); and every elementwise kernel, the norms included."""
+    return kv / (h + 2 * kv) * qkv_s + proj_s + ffn_s / 3 + elementwise_s
 
 
 def eager_llama_bytes(bs: float, h: int, kv: int, ffn: float,

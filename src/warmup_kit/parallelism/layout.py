@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-RECOMPUTE = ("full", "selective", "none")
+RECOMPUTE = ("full", "selective", "op", "none")
 #: ZeRO stage -> (weights, gradients, optimizer state) sharded over DP
 ZERO_SHARDS = {0: (False, False, False), 1: (False, False, True),
                2: (False, True, True), 3: (True, True, True)}
@@ -32,7 +32,10 @@ class Layout:
         ep: expert-parallel size (divides ``dp`` and the experts).
         zero: ZeRO stage 0-3 over the DP (x CP) group; 3 is FSDP.
         interleave: virtual pipeline stages per GPU (interleaved 1F1B).
-        recompute: "full", "selective" or "none".
+        recompute: "full", "selective" (Korthikanti et al. 2022: the
+            attention core), "op" (torchtitan's selective op checkpointing:
+            every second matmul of a block and its elementwise ops; the
+            attention saved) or "none".
         overlap_dp: overlap the gradient synchronisation with the backward.
         sequence_parallel: norms and dropouts split over the TP group.
         flash_attention, fused_grad_accumulation: ``None`` = the default of
@@ -90,8 +93,8 @@ class Layout:
         if self.zero not in ZERO_SHARDS:
             raise ValueError("zero must be 0, 1, 2 or 3")
         if self.recompute not in RECOMPUTE:
-            raise ValueError(f"recompute must be 'full', 'selective' or "
-                             f"'none', got {self.recompute!r}")
+            raise ValueError(f"recompute must be one of {RECOMPUTE}, got "
+                             f"{self.recompute!r}")
         object.__setattr__(self, "order", tuple(self.order))
         if self.layer_split is not None:
             object.__setattr__(self, "layer_split",

@@ -61,11 +61,18 @@ def activation_bytes_per_layer(*, b: int, s: int, h: int, a: int, t: int,
     attn = 0.0 if flash_attention else 5 * a * s / h
     if recompute == "full":
         return 2 * sbh / (t if sequence_parallel else 1)
+    if recompute == "op":
+        # torchtitan's op checkpointing keeps the outputs of the matmuls it
+        # does not recompute (Q and V projections, w1: 4 h wide in this
+        # table's convention) and of the attention kernel, split over t,
+        # and the block's input and output
+        return sbh * (2 * (1 + 1 + 1 + 4) / t
+                      + 2 * 2 / (t if sequence_parallel else 1))
     if recompute == "selective":
         attn = 0.0
     elif recompute != "none":
-        raise ValueError(f"recompute must be 'full', 'selective' or 'none', "
-                         f"got {recompute!r}")
+        raise ValueError(f"recompute must be 'full', 'selective', 'op' or "
+                         f"'none', got {recompute!r}")
     if sequence_parallel:
         return sbh / t * (34 + attn)
     return sbh * (10 + 24 / t + attn / t)
@@ -89,7 +96,8 @@ def activations_per_gpu(*, b: int, s: int, h: int, a: int, vocab: int,
     if interleave > 1 and p > 1:
         in_flight *= 1 + (p - 1) / (p * interleave)
     if kv_fraction != 1.0 and recompute != "full":
-        per_layer -= 4 * s * b * h / t * (1 - kv_fraction)
+        kv_bytes = 2 if recompute == "op" else 4     # V only, or K and V
+        per_layer -= kv_bytes * s * b * h / t * (1 - kv_fraction)
     acts = per_layer * layers_per_stage * in_flight
     if recompute == "full":       # one layer rebuilt in full during backward
         acts += activation_bytes_per_layer(

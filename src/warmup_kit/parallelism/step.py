@@ -130,7 +130,9 @@ class Transformer:
         ``get_num_flop_per_token``, MosaicML, Llama 3), "6N+attn-causal"
         halves its attention term. Recomputation adds a forward
         (``2 N + 4 l h s`` per token) under "full", the attention core
-        under "selective".
+        under "selective", and under "op" (torchtitan's selective op
+        checkpointing) the matmuls it recomputes: wk, wo and a third of
+        the FFN (w3), ``2 h kv + 2 h^2 + 4/3 h f`` per token and layer.
         """
         cache = self.__dict__.setdefault("_flops", {})   # frozen: no setattr
         key = (recompute, formula)
@@ -143,7 +145,10 @@ class Transformer:
             raise ValueError(f"formula must be one of {sorted(FLOP_FORMULAS)}"
                              f", got {formula!r}")
         h, s, f = self.hidden, self.seq, self.active_ffn
-        passes = {"none": 3, "selective": 3, "full": 4}[recompute]
+        passes = {"none": 3, "selective": 3, "op": 3, "full": 4}[recompute]
+        # torchtitan's op checkpointing: wk, wo, w3 again, per token
+        op = (self.layers * (2 * h * self.kv_dim + 2 * h * h + 4 * h * f / 3)
+              if recompute == "op" else 0.0)
         if formula != "megatron":
             n = (self.layers * (self.attn_params_per_layer
                                 + self.active_ffn_params_per_layer)
@@ -151,12 +156,13 @@ class Transformer:
             attn = 4 * self.layers * h * s * (
                 0.5 if formula.endswith("causal") else 1.0)   # fwd, per token
             extra = attn if recompute == "selective" else 0.0
-            return s * (passes * (2 * n + attn) + extra)
+            return s * (passes * (2 * n + attn) + extra + op)
         fwd_layer = 2 * s * (2 * h * h + 2 * h * self.kv_dim + 2 * h * f)
         core = 4 * s * s * h                     # QK^T and AV
         extra = core if recompute == "selective" else 0.0
         logits = 6 * s * h * self.vocab
-        return self.layers * (passes * (fwd_layer + core) + extra) + logits
+        return (self.layers * (passes * (fwd_layer + core) + extra) + logits
+                + s * op)
 
     @cached_property
     def active_ffn_params_per_layer(self) -> float:

@@ -7,7 +7,8 @@ does the same share of the causal attention). In every layer each rank
 
 * computes attention of its queries against all ``s`` keys: ``cp`` times
   the attention core of its own block (compute, every pass that runs the
-  attention core: forward, backward, recomputed forward);
+  attention core: forward, backward (2.5 forwards when fused), recomputed
+  forward);
 * passes its K and V blocks around the CP ring, ``cp - 1`` steps of
   ``b (s/cp) 2 kv_dim / t`` elements per pass, overlapped with the
   attention of the blocks it already holds; only what the attention cannot
@@ -60,7 +61,8 @@ def cp_cost(ctx: Context) -> AxisCost:
     if cp < 2:
         return AxisCost(per="layer")
     own = ctx.lt.attn_core_fwd_s
-    runs = 3 + (rc != "none")            # fwd, bwd (x2), recomputed fwd
+    # fwd, bwd (x2, x2.5 fused), recomputed fwd
+    runs = 1 + ctx.lt.attn_core_bwd_ratio + (rc in ("full", "selective"))
     if ctx.layout.cp_attention == "allgather":
         ag, rs = allgather_kv_s(ctx)
         gathers = 1 + (rc == "full") + 1         # fwd, recomputed fwd, bwd

@@ -3,8 +3,10 @@
 
 * compute: the layer's kernels on ``1/t`` of the heads and FFN columns
   (:func:`warmup_kit.parallelism.compute.layer_times`), forward once,
-  backward twice, plus the recomputed forward (all of it under full
-  recomputation, the attention core under selective); without fused
+  backward twice (a fused attention core's 2.5 times), plus the recomputed
+  forward (all of it under full recomputation, the attention core under
+  selective, torchtitan's choice of matmuls and every elementwise kernel
+  under "op"); without fused
   gradient accumulation each micro-batch also adds its bf16 weight
   gradients into the fp32 buffer, a memory-bound pass of 10 bytes per
   parameter of the layer;
@@ -42,8 +44,8 @@ def layer_compute_s(ctx: Context) -> float:
     rest)."""
     lt, rc = ctx.lt, ctx.layout.recompute
     recomputed = {"full": lt.fwd_s, "selective": lt.attn_core_fwd_s,
-                  "none": 0.0}[rc]
-    out = 3 * lt.fwd_s + recomputed
+                  "op": lt.op_recompute_fwd_s, "none": 0.0}[rc]
+    out = lt.fwd_s + lt.bwd_s + recomputed
     if not ctx.fused:
         model, lay = ctx.model, ctx.layout
         out += stream_s(ctx.gpu, GRAD_ACCUMULATE_BYTES

@@ -6,7 +6,8 @@ FFN-in split by columns, attention output and FFN-out by rows):
 
 * **compute** is memory-bound at small batch: each linear layer reads its
   ``1/tp`` of the weights once for the whole batch (a roofline per GEMM:
-  the slower of its FLOPs at ``gemm_efficiency`` of peak and its bytes at
+  the slower of its FLOPs at ``GPU.gemm_flops`` (the precision's GEMM
+  efficiency of peak) and its bytes at
   ``hbm_efficiency`` of HBM, :mod:`warmup_kit.parallelism.compute`), and
   attention reads the GPU's share of every sequence's KV cache
   (:mod:`warmup_kit.serving.models.kv_cache`). A mixture-of-experts layer reads
@@ -48,7 +49,7 @@ def linear_s(gpu: GPU, m: float, n: float, k: float, *,
     each and bf16 activations."""
     flops = 2.0 * m * n * k
     nbytes = weight_bytes * k * n + ACT_BYTES * (m * k + m * n)
-    return max(flops / (gpu.peak_flops(precision) * gpu.gemm_efficiency),
+    return max(flops / gpu.gemm_flops(precision),
                stream_s(gpu, nbytes))
 
 
