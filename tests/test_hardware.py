@@ -139,7 +139,9 @@ def test_power_limited_refuses_a_limit_outside_the_points(watts):
         power_limited(H100, watts)
 
 
-def test_power_limited_refuses_a_gpu_without_published_points():
-    from warmup_kit.model.hardware import A100, power_limited
+@pytest.mark.parametrize("name", ["A100", "H100_PCIE"])
+def test_power_limited_refuses_a_gpu_without_published_points(name):
+    # the PCIe H100's datasheet peak is already its 350 W one
+    from warmup_kit.model import hardware
     with pytest.raises(ValueError, match="no published power"):
-        power_limited(A100, 300.0)
+        hardware.power_limited(getattr(hardware, name), 300.0)

@@ -698,9 +698,12 @@ def power_limited(gpu: GPU, watts: float,
     authors put the peak "between SXM and NVL" (torchtitan
     benchmarks/llama3_h100_202412_torchtitan.md): 0.90 of the SXM's."""
     lo, hi = points[0][0], points[-1][0]
-    if "H100" not in gpu.name and "H200" not in gpu.name:
+    bf16 = dict(gpu.tflops).get("bf16", 0.0)
+    if abs(bf16 / points[-1][1] - 1) > 0.01:     # not a 700 W GH100 part
         raise ValueError(f"no published power operating points for "
-                         f"{gpu.name}; power_limited knows the H100's")
+                         f"{gpu.name}: power_limited knows the 700 W GH100 "
+                         f"parts (H100 SXM, H200), whose BF16 peak is "
+                         f"{points[-1][1]} TFLOP/s")
     if not lo / 2 <= watts <= hi:
         raise ValueError(f"power limit must be {lo / 2:.0f}..{hi:.0f} W, "
                          f"got {watts}")

@@ -208,9 +208,9 @@ A100_ROWS = ([_narayanan(*r, rec) for r, rec in
 TT_WHY = ("not identified: the 500 W clock, torchtitan's op checkpointing"
           " and FA2's 2.5x backward are priced, and the compiled and Float8 "
           "rows miss by more than eager, so not launch gaps")
-TT_CP_WHY = ("as the FSDP rows on the GEMM side (from 32k to 64k the "
-             "attention grows as the model's does), and more at 128k-256k "
-             "(CP 4 and 8), beyond attention's growth with the sequence")
+TT_CP_WHY = ("the GEMM side misses as in torchtitan's FSDP rows (from 32k"
+             " to 64k the step grows by the model's attention), and more at "
+             "128k-256k (CP 4 and 8), beyond attention's growth")
 #: torchtitan Tables 1 and 3, the compiled rows: (table, GPUs, technique,
 #: TPS/GPU, recorded %)
 TT_COMPILED = [(1, 8, "compile", 6667, +30.7),
