@@ -155,13 +155,6 @@ class System:
     intra: str = "switch"
     nic_count: int | None = None
 
-    def gemm_flops(self, precision: str = "bf16") -> float:
-        """FLOP/s a large GEMM of ``precision`` sustains: the dense peak x
-        that precision's GEMM efficiency x the tensor clock."""
-        eff = dict(self.precision_efficiency).get(precision,
-                                                  self.gemm_efficiency)
-        return self.peak_flops(precision) * eff * self.tensor_clock
-
     def source(self, name: str) -> str:
         """Where the figure ``name`` comes from."""
         return dict(self.sources)[name]

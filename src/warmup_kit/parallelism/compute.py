@@ -5,9 +5,10 @@ section 3; Narayanan et al. 2021, appendix "FLOPs"), split into
 
 * GEMMs, each timed by a roofline: ``max(flops / gemm_flops, bytes /
   (hbm * hbm_efficiency))``, where ``GPU.gemm_flops`` is the dense peak x
-  the GEMM efficiency of the precision x the power-limited tensor clock. Big GEMMs are compute-bound; the
-  attention batched GEMMs (k = head dim) and small hidden sizes are not,
-  which is why achieved FLOP/s grows with model size;
+  the GEMM efficiency of the precision x the power-limited tensor clock.
+  Big GEMMs are compute-bound; the attention batched GEMMs (k = head dim)
+  and small hidden sizes are not, which is why achieved FLOP/s grows with
+  model size;
 * memory-bound elementwise kernels (layer norms, bias-GeLU, dropout,
   residual adds, the scale-mask-softmax over the b * a * s * s attention
   scores unless FlashAttention fuses it), timed by bytes / HBM bandwidth;

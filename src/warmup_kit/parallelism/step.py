@@ -146,7 +146,8 @@ class Transformer:
                              f", got {formula!r}")
         h, s, f = self.hidden, self.seq, self.active_ffn
         passes = {"none": 3, "selective": 3, "op": 3, "full": 4}[recompute]
-        # torchtitan's op checkpointing: wk, wo, w3 again, per token
+        # torchtitan's op checkpointing: wk, wo, w3 again, per token (the
+        # FLOPs of what compute.op_recomputed_s times)
         op = (self.layers * (2 * h * self.kv_dim + 2 * h * h + 4 * h * f / 3)
               if recompute == "op" else 0.0)
         if formula != "megatron":
