@@ -45,13 +45,25 @@ FLASH_EFFICIENCY = 0.7   # fused attention vs plain GEMM efficiency (FA2
 FLASH_BWD = 2.5
 ATTENTION_EFFICIENCY = {("fa2", "A100"): 190 / 312, ("fa2", "H100"): 335 / 989,
                         ("fa3", "H100"): 550 / 989}
+#: FlashAttention written in Triton (``"triton"``: the kernel MPT's
+#: ``attn_impl: triton`` runs, llm-foundry's ``flash_attn_triton.py``, a
+#: copy of the flash-attention repository's Triton version) against FA2 on
+#: A100: FA2 is 1.3-1.5x faster in the forward and about 2x in the
+#: backward (Dao 2023, section 4.1); the midpoints, forward and backward.
+#: The same ratios are taken on H100, where neither kernel uses Hopper's
+#: instructions (FA2's 335 TFLOP/s there is "the same implementation").
+TRITON_SLOWDOWN = (1.4, 2.0)
 
 
 def attention_efficiency(gpu: GPU, kernel: str = "auto") -> float:
     """Fraction of dense BF16 peak a fused attention ``kernel`` ("auto",
-    "fa2", "fa3") reaches on ``gpu`` (:data:`ATTENTION_EFFICIENCY`)."""
+    "fa2", "fa3", "triton") reaches on ``gpu`` in its forward
+    (:data:`ATTENTION_EFFICIENCY`; "triton" is FA2's over
+    :data:`TRITON_SLOWDOWN`'s forward factor)."""
     if kernel == "auto":
         return FLASH_EFFICIENCY * gpu.gemm_efficiency
+    if kernel == "triton":
+        return attention_efficiency(gpu, "fa2") / TRITON_SLOWDOWN[0]
     for (k, name), eff in ATTENTION_EFFICIENCY.items():
         if k == kernel and name in gpu.name:
             return eff
@@ -117,7 +129,9 @@ def layer_times(gpu: GPU, *, b: int, s: int, h: int, a: int, ffn: float,
             The QKV GEMM shrinks; the attention core does not (every query
             head still meets every key).
         attention_kernel: the fused attention's efficiency
-            (:func:`attention_efficiency`).
+            (:func:`attention_efficiency`); "triton" also runs its
+            backward :data:`TRITON_SLOWDOWN` slower than FA2's and pads the
+            head dimension (:func:`triton_head_dim`).
         kernels: "fused" (Megatron's fused norm, bias-GeLU and dropout-add
             kernels) or "eager-llama" (the Llama block op by op, as eager
             PyTorch runs it: :func:`eager_llama_bytes`).
@@ -134,9 +148,15 @@ def layer_times(gpu: GPU, *, b: int, s: int, h: int, a: int, ffn: float,
     ffn_s = (gemm_s(gpu, bs, ffn / t, h, precision=precision)     # FC1
              + gemm_s(gpu, bs, h, ffn / t, precision=precision))  # FC2
     gemm = qkv + proj + ffn_s
+    bwd_ratio = FLASH_BWD if flash_attention else 2.0
     if flash_attention:
         # causal: about half of the s x s tiles are computed
         flops = 0.5 * 4.0 * b * s * s * d * heads
+        if attention_kernel == "triton":
+            # its tiles span the head dimension rounded up to a power of 2
+            # (flash_attn_triton.py: BLOCK_HEADDIM = next_power_of_2(d))
+            flops *= triton_head_dim(d) / d
+            bwd_ratio = FLASH_BWD * TRITON_SLOWDOWN[1] / TRITON_SLOWDOWN[0]
         attn = flops / (gpu.peak_flops(attn_prec) * gpu.tensor_clock
                         * attention_efficiency(gpu, attention_kernel))
     else:
@@ -158,9 +178,14 @@ def layer_times(gpu: GPU, *, b: int, s: int, h: int, a: int, ffn: float,
                          f"{kernels!r}")
     casts = fp8_cast_bytes(bs, h, kv, ffn, t) if precision == "fp8" else 0.0
     elementwise = stream_s(gpu, replicated + gelu + casts)
-    return LayerTimes(gemm, attn, elementwise,
-                      FLASH_BWD if flash_attention else 2.0,
+    return LayerTimes(gemm, attn, elementwise, bwd_ratio,
                       op_recomputed_s(qkv, proj, ffn_s, elementwise, h, kv))
+
+
+def triton_head_dim(d: int) -> int:
+    """The head dimension the Triton FlashAttention computes over: ``d``
+    rounded up to a power of two, at least 16."""
+    return max(16, 1 << (d - 1).bit_length())
 
 
 def op_recomputed_s(qkv_s: float, proj_s: float, ffn_s: float,

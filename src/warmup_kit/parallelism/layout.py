@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 RECOMPUTE = ("full", "selective", "op", "none")
+#: fused attention kernels the step model prices
+#: (:func:`warmup_kit.parallelism.compute.attention_efficiency`)
+ATTENTION_KERNELS = ("auto", "fa2", "fa3", "triton")
 #: ZeRO stage -> (weights, gradients, optimizer state) sharded over DP
 ZERO_SHARDS = {0: (False, False, False), 1: (False, False, True),
                2: (False, True, True), 3: (True, True, True)}
@@ -53,8 +56,8 @@ class Layout:
             section 3.2.2): ZeRO-3 shards over groups of this many
             consecutive DP ranks and replicates across the groups
             (0: shard over the whole DP group).
-        attention_kernel: "auto", "fa2" or "fa3": the fused attention's
-            efficiency (:func:`warmup_kit.parallelism.compute.
+        attention_kernel: "auto", "fa2", "fa3" or "triton": the fused
+            attention's efficiency (:func:`warmup_kit.parallelism.compute.
             attention_efficiency`).
     """
 
@@ -103,6 +106,10 @@ class Layout:
             raise ValueError("cp > 1 needs the default order")
         if self.cp_attention not in ("ring", "allgather"):
             raise ValueError("cp_attention must be 'ring' or 'allgather'")
+        if self.attention_kernel not in ATTENTION_KERNELS:
+            raise ValueError(f"attention_kernel must be one of "
+                             f"{ATTENTION_KERNELS}, got "
+                             f"{self.attention_kernel!r}")
         if self.shard_group and (self.zero != 3 or self.dp % self.shard_group
                                  or self.cp > 1
                                  or self.order != DEFAULT_ORDER):

@@ -123,14 +123,16 @@ def bucket_widget_data(record: dict, caps_mib: Sequence[float] = (
 
 BUDGET = ("model FLOPs at peak (MFU)", "kernels below peak", "recompute",
           "tensor-parallel comm", "pipeline bubble", "pipeline p2p",
-          "exposed DP comm", "optimizer")
+          "exposed DP comm", "hidden DP comm's interference", "optimizer")
 
 
 def mfu_budget(result, model, recompute: str = "full") -> dict:
     """Where a step's time goes, as fractions that add up to 1, from a
     :func:`warmup_kit.parallelism.step.iteration_time` result: the model's
     FLOPs at peak speed (the MFU), the rest of the compute (kernels below
-    peak, recomputed forward passes), then each mechanism's share."""
+    peak, recomputed forward passes), then each mechanism's share: the
+    DP synchronisation that overlap hides still slows the compute beside
+    it (:mod:`warmup_kit.parallelism.costs.overlap`), its own row."""
     p, total = result.parts, result.total_s
     mfu = result.mfu
     redo = mfu * (model.flops_per_sample(recompute)
@@ -139,7 +141,7 @@ def mfu_budget(result, model, recompute: str = "full") -> dict:
         mfu, p["compute"] / total - mfu - redo, redo,
         p["tp_comm"] / total, (p["pp_bubble"] + p["pp_imbalance"]) / total,
         p["pp_p2p"] / total, p["dp_exposed"] / total,
-        p["optimizer"] / total)))
+        p["dp_contention"] / total, p["optimizer"] / total)))
     return out
 
 

@@ -12,7 +12,8 @@ does the same share of the causal attention). In every layer each rank
 * passes its K and V blocks around the CP ring, ``cp - 1`` steps of
   ``b (s/cp) 2 kv_dim / t`` elements per pass, overlapped with the
   attention of the blocks it already holds; only what the attention cannot
-  cover is exposed, and the hidden part holds SMs (:mod:`.overlap`).
+  cover is exposed, and the hidden part still costs most of its time
+  (:mod:`.overlap`).
 
 With ``cp_attention="allgather"`` (the variant Llama 3 describes: Llama
 Team 2024, section 3.3.2) each rank instead all-gathers the full K and V
@@ -72,7 +73,7 @@ def cp_cost(ctx: Context) -> AxisCost:
                         per="layer")
     exchange = ring_pass_s(ctx)
     exposed = ctx.passes * max(0.0, exchange - cp * own)
-    lost = contention_s(ctx.gpu.name, ctx.passes * min(exchange, cp * own),
+    lost = contention_s(ctx.passes * min(exchange, cp * own),
                         ctx.shapes["cp"])
     return AxisCost(compute_s=runs * (cp - 1) * own + lost, comm_s=exposed,
                     detail={"kv_exchange_s": exchange}, per="layer")
