@@ -462,3 +462,22 @@ def test_op_checkpointing_keeps_the_saved_matmul_and_attention_outputs():
                                    flash_attention=True)
     with pytest.raises(ValueError, match="recompute must be one of"):
         Layout(tp=1, pp=1, dp=1, global_batch=1, recompute="ops")
+
+
+def test_layout_collectives_share_the_nodes_nic_ports_with_each_other():
+    from warmup_kit.model.hardware import cluster
+    from warmup_kit.parallelism.costs.common import (collective_s,
+                                                     concurrent_system)
+    dgx, two = cluster("dgx-h100", 16), cluster("dgx-h100", 16, nic="2x200G")
+    assert concurrent_system(dgx.system) is dgx.system   # a port per GPU
+    s = concurrent_system(two.system)
+    assert s.nic.gbps == pytest.approx(2 * 25 / 8)       # 400 Gb/s, 8 GPUs
+    # a DP group of one GPU per node (TP = 8 inside): the 8 groups of a
+    # node share its 2 ports, a quarter of one each, not a whole port
+    alone = best_for_shape("all_gather", 1e9, two.system, 16, 16, 1).time_s
+    shared = collective_s(two, "all_gather", 1e9, (16, 16, 1))
+    assert 3.5 * alone < shared < 4.5 * alone
+    # all 8 GPUs of each node in one group: both ports either way
+    assert collective_s(two, "all_gather", 1e9, (128, 16, 8)) == \
+        pytest.approx(best_for_shape("all_gather", 1e9, two.system, 128, 16,
+                                     8).time_s)

@@ -172,14 +172,31 @@ def shapes_of(lay: Layout, system: System) -> dict:
     return out
 
 
+@lru_cache(maxsize=256)
+def concurrent_system(system: System) -> System:
+    """``system`` as a layout's collectives meet it. Every GPU of a node
+    runs its own group's collective at the same time (the DP, CP or EP
+    groups of all TP ranks at once), so on a node with fewer NIC ports than
+    GPUs each group reaches the network through its ranks' share of the
+    ports (:attr:`System.gpu_nic`), not the whole port the NCCL model gives
+    a group that runs alone (nccl-tests' view). Nodes with a port per GPU
+    are unchanged."""
+    if system.rails >= system.gpus_per_node:
+        return system
+    return replace(system, nic=system.gpu_nic, nics_per_node=None,
+                   nic_count=None)
+
+
 def collective_s(cluster: Cluster, collective: str, nbytes: float,
                  shape: tuple[int, int, int]) -> float:
-    """NCCL-model time of one collective on a group of ``shape``."""
+    """NCCL-model time of one collective on a group of ``shape``, beside
+    the same collective of every other group of the layout
+    (:func:`concurrent_system`)."""
     n, N, k = shape
     if n < 2:
         return 0.0
-    return best_for_shape(collective, float(nbytes), cluster.system,
-                          n, N, k).time_s
+    return best_for_shape(collective, float(nbytes),
+                          concurrent_system(cluster.system), n, N, k).time_s
 
 
 def params_per_gpu(model, lay: Layout, split: tuple[int, ...]) -> float:
