@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from warmup_kit.parallelism.layout import RECOMPUTE
+
 GIB = 2 ** 30
 RESERVED_BYTES = 3 * GIB   # CUDA context, NCCL buffers, cuBLAS workspace,
 #                            allocator fragmentation
@@ -71,8 +73,8 @@ def activation_bytes_per_layer(*, b: int, s: int, h: int, a: int, t: int,
     if recompute == "selective":
         attn = 0.0
     elif recompute != "none":
-        raise ValueError(f"recompute must be 'full', 'selective', 'op' or "
-                         f"'none', got {recompute!r}")
+        raise ValueError(f"recompute must be one of {RECOMPUTE}, got "
+                         f"{recompute!r}")
     if sequence_parallel:
         return sbh / t * (34 + attn)
     return sbh * (10 + 24 / t + attn / t)

@@ -366,14 +366,15 @@ NEW_ROWS = [
         formula="6N+attn", axes=("CP", "interleaved")),
 ]
 
-MOSAIC = ("mosaicml/llm-foundry scripts/train/benchmarking/README.md "
-          "(MPT, Composer FSDP FULL_SHARD, amp_bf16; MFU = (6 N + 12 l d s) "
-          "per token over the dense BF16 peak)")
 #: The tables came with llm-foundry commit b2a43a1 (October 2023); its
 #: submit_benchmarks.py sets every run's ``attn_impl`` from
 #: ``--attn_impl``, default "triton", which sweep.sh leaves alone: the
 #: Triton FlashAttention (:data:`~warmup_kit.parallelism.compute.
-#: TRITON_SLOWDOWN`), on the PyTorch 2.1 / CUDA 12.1 image sweep.sh names
+#: TRITON_SLOWDOWN`); sweep.sh runs them on a PyTorch 2.1 / CUDA 12.1
+#: image
+MOSAIC = ("mosaicml/llm-foundry scripts/train/benchmarking/README.md "
+          "(MPT, Composer FSDP FULL_SHARD, amp_bf16; MFU = (6 N + 12 l d s) "
+          "per token over the dense BF16 peak)")
 #: MPT shapes of llm-foundry's benchmark yamls: layers, d_model, heads
 #: (FFN 4 d, vocabulary 50,368, learned positions)
 MPT = {"760m": (24, 1536, 12), "1b": (24, 2048, 16), "3b": (32, 2560, 20),
