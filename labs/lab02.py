@@ -1,6 +1,7 @@
 """Lab 02: the topology simulator (book, Chapter 6).
 
-Run:  python labs/lab02.py [--system dgx-h100] [--json] [--plot lab02.png]
+Run:  python labs/lab02.py [--system dgx-h100] [--nic 4x200G] [--json]
+                            [--plot lab02.png]
 
 Three experiments, all on the model (no GPUs, no MPI, about a second):
 
@@ -19,6 +20,11 @@ Three experiments, all on the model (no GPUs, no MPI, about a second):
    buffer, with every NIC and with one NIC per node.
 3. The pipeline bubble vs the number of micro-batches, against (p-1)/m.
 
+``--nic`` runs all three on nodes with other scale-out NICs than the
+system's own (``"COUNTxSPEED"`` in Gbit/s, or a fabric such as
+``efa-p5``: :func:`warmup_kit.model.hardware.with_nic`), as the lab page's
+"A cluster that is not a DGX" does for the layout search.
+
 ``--emulated`` instead shows the measured-vs-modelled run on an emulated
 two-node cluster stored in ``book/data/cluster.json``; ``--emulated live``
 measures it again (root: ``benchmarks/cluster.py`` builds the cluster).
@@ -29,10 +35,10 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import replace
 
 from warmup_kit.algorithms import build
-from warmup_kit.model.hardware import (SYSTEMS, cluster, hierarchy_gbps,
-                                      with_nics)
+from warmup_kit.model.hardware import SYSTEMS, cluster, with_nic
 from warmup_kit.model.twolevel import compare
 from warmup_kit.model.nccl import best
 from warmup_kit.parallelism.step import Transformer, iteration_time
@@ -43,17 +49,17 @@ GPT = Transformer(layers=40, hidden=6144, heads=48, seq=2048, vocab=51200)
 MICRO_BATCH = 1
 
 
-def _islands(system: str, k: int):
+def _islands(system: str, k: int, nic: str | None = None):
     """A cluster of ``k`` NVLink islands (a DGX node; an NVL72 rack)."""
     s = SYSTEMS[system]
     per = max(1, s.nvlink_domain // s.gpus_per_node)
-    return cluster(system, k * per), per * s.gpus_per_node
+    return cluster(system, k * per, nic=nic), per * s.gpus_per_node
 
 
-def tp_placement(system: str, tp: int = 8) -> dict:
+def tp_placement(system: str, tp: int = 8, nic: str | None = None) -> dict:
     """Experiment 1: a TP group inside one NVLink island vs split 50/50
     over two islands (two DGX nodes; two NVL72 racks)."""
-    c, island = _islands(system, 2)
+    c, island = _islands(system, 2, nic)
     nbytes = MICRO_BATCH * GPT.seq * GPT.hidden * 2
     inside = packed(c, tp)
     across = tuple(list(range(tp // 2)) + list(range(island,
@@ -70,10 +76,10 @@ def tp_placement(system: str, tp: int = 8) -> dict:
               micro_batch=MICRO_BATCH)
     e_in = iteration_time(GPT, c, order=("dp", "pp", "tp"), **kw)
     e_x = iteration_time(GPT, c, order=("tp", "pp", "dp"), **kw)
-    h = hierarchy_gbps(system)
+    s = c.system
     return {
         "allreduce_bytes": nbytes, "tp": tp,
-        "nvlink_over_nic": h.get("nvlink", h["pcie"]) / h["nic"],
+        "nvlink_over_nic": (s.nvlink or s.pcie).gbps / s.nic.gbps,
         "sim_ring_inside_us": sim_in * 1e6, "sim_ring_across_us": sim_x * 1e6,
         "sim_ring_ratio": sim_x / sim_in,
         "nccl_inside_us": nccl_in.time_s * 1e6,
@@ -89,15 +95,18 @@ def tp_placement(system: str, tp: int = 8) -> dict:
 
 
 def hierarchical_vs_flat(system: str, islands=(2, 4, 8, 16),
-                         sizes=(2 ** 20, 2 ** 30), nics: int | None = None
-                         ) -> list[dict]:
+                         sizes=(2 ** 20, 2 ** 30), nics: int | None = None,
+                         nic: str | None = None) -> list[dict]:
     """Experiment 2: flat vs two-level all-reduce across 2..16 NVLink
     islands, simulated fairly (:mod:`warmup_kit.model.twolevel`): the
     textbook lock-step ring, the flat ring as NCCL runs it (a ring per rail,
     pipelined), the hierarchical schedule and the one-leader-per-island one.
-    ``nics`` NICs per node (default: one per GPU; 1 = a single rail).
+    ``nics`` NICs per node (default: one per GPU; 1 = a single rail), of
+    the system's own kind or, with ``nic``, of that one.
     Island counts too large to simulate in about a second are skipped."""
-    s = SYSTEMS[system] if nics is None else with_nics(system, nics)
+    s = SYSTEMS[system] if nic is None else with_nic(system, nic)
+    if nics is not None:
+        s = replace(s, name=f"{s.name}/{nics}nic", nics_per_node=nics)
     rows = []
     for k in islands:
         c, g = _islands(system, k)
@@ -125,9 +134,10 @@ def hierarchical_vs_flat(system: str, islands=(2, 4, 8, 16),
 
 
 def bubble(system: str, pp: int = 8,
-           micro_batches=(1, 2, 4, 8, 16, 32, 64)) -> list[dict]:
+           micro_batches=(1, 2, 4, 8, 16, 32, 64),
+           nic: str | None = None) -> list[dict]:
     """Experiment 3: pipeline bubble vs micro-batches, model vs (p-1)/m."""
-    c = cluster(system, pp)
+    c = cluster(system, pp, nic=nic)
     rows = []
     for m in micro_batches:
         r = iteration_time(GPT, c, tp=c.gpus_per_node, pp=pp, dp=1,
@@ -140,19 +150,22 @@ def bubble(system: str, pp: int = 8,
     return rows
 
 
-def run(system: str) -> dict:
-    """All three experiments as one JSON-able dict."""
-    return {"system": system, "tp_placement": tp_placement(system),
-            "hierarchical_vs_flat": hierarchical_vs_flat(system),
+def run(system: str, nic: str | None = None) -> dict:
+    """All three experiments as one JSON-able dict; ``nic`` replaces the
+    nodes' scale-out NICs (:func:`~warmup_kit.model.hardware.with_nic`)."""
+    return {"system": system, "nic": nic,
+            "tp_placement": tp_placement(system, nic=nic),
+            "hierarchical_vs_flat": hierarchical_vs_flat(system, nic=nic),
             "hierarchical_vs_flat_one_rail": hierarchical_vs_flat(
-                system, islands=(2, 16), nics=1),
-            "bubble": bubble(system)}
+                system, islands=(2, 16), nics=1, nic=nic),
+            "bubble": bubble(system, nic=nic)}
 
 
 def report(res: dict) -> str:
     """The results as text tables."""
     t = res["tp_placement"]
-    out = [f"Lab 02 on {res['system']}",
+    nic = f", NICs {res['nic']}" if res.get("nic") else ""
+    out = [f"Lab 02 on {res['system']}{nic}",
            f"\n1. TP={t['tp']} per-layer all-reduce of "
            f"{t['allreduce_bytes'] / 2**20:.0f} MiB "
            f"(NVLink/NIC line-rate ratio {t['nvlink_over_nic']:.0f}x)",
@@ -172,7 +185,9 @@ def report(res: dict) -> str:
            "textbook lock-step ring, NCCL's flat ring (a ring per rail, "
            "pipelined),\n   hierarchical and one leader per island; "
            "speedups are hierarchical's"]
-    for key, label in (("hierarchical_vs_flat", "every GPU its own NIC"),
+    every = ("the nodes' NICs" if res.get("nic")
+             else "every GPU its own NIC")
+    for key, label in (("hierarchical_vs_flat", every),
                        ("hierarchical_vs_flat_one_rail", "one NIC per node")):
         out.append(f"   {label}:")
         out.append(f"   {'isl.':>5s}{'ranks':>6s}{'size':>9s}{'textbook':>10s}"
@@ -232,7 +247,8 @@ def plot(res: dict, path: str) -> None:
     ax[2].set_ylabel("bubble / work")
     ax[2].legend()
     ax[2].set_title(f"pipeline bubble, p = {res['bubble'][0]['pp']}")
-    fig.suptitle(f"Lab 02 on {res['system']}")
+    nic = f", NICs {res['nic']}" if res.get("nic") else ""
+    fig.suptitle(f"Lab 02 on {res['system']}{nic}")
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -242,6 +258,9 @@ def plot(res: dict, path: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--system", default="dgx-h100", choices=sorted(SYSTEMS))
+    ap.add_argument("--nic", metavar="SPEC", default=None,
+                    help="the nodes' scale-out NICs instead of the system's: "
+                         "COUNTxSPEED in Gbit/s (4x200G) or a fabric (efa-p5)")
     ap.add_argument("--json", action="store_true",
                     help="print the results as JSON instead of tables")
     ap.add_argument("--plot", metavar="PATH", default=None,
@@ -253,7 +272,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.emulated:
         return emulated(args.emulated == "live")
-    res = run(args.system)
+    if args.nic is not None:
+        try:
+            with_nic(args.system, args.nic)
+        except ValueError as e:
+            ap.error(f"--nic: {e}")
+    res = run(args.system, args.nic)
     print(json.dumps(res, indent=1) if args.json else report(res))
     if args.plot:
         plot(res, args.plot)

@@ -74,6 +74,8 @@ CASES = [
     ("labs/lab01.py", ["--algorithm", "nope"]),
     ("labs/lab02.py", ["--system", "nope"]),
     ("labs/lab02.py", ["--emulated", "later"]),
+    ("labs/lab02.py", ["--nic", "3x100G"]),
+    ("labs/lab02.py", ["--nic", "fast"]),
     ("benchmarks/targets.py", ["--ranks", "0"]),
     ("benchmarks/targets.py", ["--iters", "0"]),
     ("benchmarks/targets.py", ["--shm-passes", "-1"]),

@@ -58,3 +58,22 @@ def test_other_systems_and_plot(tmp_path, system):
     text = run_lab("--system", system, "--plot", str(png))
     assert f"Lab 02 on {system}" in text
     assert png.stat().st_size > 10_000
+
+
+@pytest.mark.multiproc
+def test_other_nics(h100):
+    # --nic: the same three experiments on nodes with one 100G NIC instead
+    # of eight 400G ones; TP across nodes and the flat ring get slower,
+    # nothing inside a node changes
+    one = json.loads(run_lab("--json", "--system", "dgx-h100",
+                             "--nic", "1x100G"))
+    assert one["nic"] == "1x100G" and h100["nic"] is None
+    t, t0 = one["tp_placement"], h100["tp_placement"]
+    assert t["nccl_inside_us"] == pytest.approx(t0["nccl_inside_us"])
+    assert t["nccl_across_us"] > 4 * t0["nccl_across_us"]
+    assert t["nvlink_over_nic"] == pytest.approx(4 * t0["nvlink_over_nic"])
+    big = [(a, b) for a, b in zip(one["hierarchical_vs_flat"],
+                                  h100["hierarchical_vs_flat"])
+           if a["nbytes"] > 2 ** 20]
+    assert big and all(a["nccl_ring_ms"] > 10 * b["nccl_ring_ms"]
+                       for a, b in big)
