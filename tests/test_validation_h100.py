@@ -17,7 +17,7 @@ from dataclasses import replace
 
 import pytest
 
-from warmup_kit.parallelism.validation import (GRAND_TETON,
+from warmup_kit.parallelism.validation import (CP_GROWTH, GRAND_TETON,
                                                GRAND_TETON_SUSPECT_CLOCK,
                                                H100_ROWS, NEW_ROWS,
                                                TT_CP_WHY, TT_WHY, error_pct,
@@ -98,3 +98,22 @@ def test_the_500w_clock_what_if():
             assert abs(err) < 15, (r.id, err)
         else:
             assert err > 30, (r.id, err)
+
+
+def test_the_cp_reason_states_where_the_excess_enters():
+    # TT_CP_WHY: the step time of each Table 2 row over the one before, as
+    # published and as modelled; they agree but from CP 2 to CP 4
+    rows = sorted((r for r in H100_ROWS if r.system is GRAND_TETON
+                   and r.layout.get("cp_attention")),
+                  key=lambda r: r.layout["cp"])
+    assert [r.layout["cp"] for r in rows] == [1, 2, 4, 8]
+    for prev, r in zip(rows, rows[1:]):
+        published = prev.published / r.published
+        model = predict(prev) / predict(r)
+        want_p, want_m = CP_GROWTH[r.layout["cp"]]
+        assert published == pytest.approx(want_p, abs=0.01), r.id
+        assert model == pytest.approx(want_m, abs=0.03), r.id
+        if r.layout["cp"] == 4:
+            assert published > 1.25 * model
+        else:
+            assert abs(published / model - 1) < 0.08, r.id
