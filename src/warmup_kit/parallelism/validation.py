@@ -232,7 +232,12 @@ TT_WHY = ("the 500 W clock: torchtitan's H100 rows up to 64k are all 12-27% "
 #: one row to the next the model's step grows as the published one does
 #: from CP 1 to 2 and from CP 4 to 8, but not from CP 2 to 4 (``CP_GROWTH``,
 #: pinned by the tests): the excess enters in that one step
-#: (published / model, step time ratio of each row over the one before)
+#: (published / model, step time ratio of each row over the one before).
+#: Checked and too small to be it: torchtitan repeats K and V to all 32
+#: heads before SDPA (model.py, ``repeat_kv``), so its CP moves four times
+#: the grouped K/V bytes the model prices, about 3 points at CP 4 and 8.
+#: Not checkable from the page: every row reports the same 84 GiB, which
+#: could be an allocator at its limit
 CP_GROWTH = {2: (1.53, 1.64), 4: (2.37, 1.78), 8: (1.95, 1.88)}
 TT_CP_WHY = ("a step between CP 2 and CP 4 the model lacks: every row holds "
              "32k tokens per GPU and PyTorch's load-balanced ring runs the "
