@@ -235,7 +235,7 @@ TT_WHY = ("the 500 W clock: torchtitan's H100 rows up to 64k are all 12-27% "
 #: (published / model, step time ratio of each row over the one before).
 #: Checked and too small to be it: torchtitan repeats K and V to all 32
 #: heads before SDPA (model.py, ``repeat_kv``), so its CP moves four times
-#: the grouped K/V bytes the model prices, about 3 points at CP 4 and 8.
+#: the grouped K/V bytes the model prices: 3-4 points at CP 4 and 8.
 #: Not checkable from the page: every row reports the same 84 GiB, which
 #: could be an allocator at its limit
 CP_GROWTH = {2: (1.53, 1.64), 4: (2.37, 1.78), 8: (1.95, 1.88)}
