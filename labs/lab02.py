@@ -35,10 +35,9 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import replace
 
 from warmup_kit.algorithms import build
-from warmup_kit.model.hardware import SYSTEMS, cluster, with_nic
+from warmup_kit.model.hardware import SYSTEMS, cluster, with_nic, with_nics
 from warmup_kit.model.twolevel import compare
 from warmup_kit.model.nccl import best
 from warmup_kit.parallelism.step import Transformer, iteration_time
@@ -106,7 +105,7 @@ def hierarchical_vs_flat(system: str, islands=(2, 4, 8, 16),
     Island counts too large to simulate in about a second are skipped."""
     s = SYSTEMS[system] if nic is None else with_nic(system, nic)
     if nics is not None:
-        s = replace(s, name=f"{s.name}/{nics}nic", nics_per_node=nics)
+        s = with_nics(s, nics)
     rows = []
     for k in islands:
         c, g = _islands(system, k)
@@ -161,11 +160,15 @@ def run(system: str, nic: str | None = None) -> dict:
             "bubble": bubble(system, nic=nic)}
 
 
+def _title(res: dict) -> str:
+    nic = f", NICs {res['nic']}" if res.get("nic") else ""
+    return f"Lab 02 on {res['system']}{nic}"
+
+
 def report(res: dict) -> str:
     """The results as text tables."""
     t = res["tp_placement"]
-    nic = f", NICs {res['nic']}" if res.get("nic") else ""
-    out = [f"Lab 02 on {res['system']}{nic}",
+    out = [_title(res),
            f"\n1. TP={t['tp']} per-layer all-reduce of "
            f"{t['allreduce_bytes'] / 2**20:.0f} MiB "
            f"(NVLink/NIC line-rate ratio {t['nvlink_over_nic']:.0f}x)",
@@ -247,8 +250,7 @@ def plot(res: dict, path: str) -> None:
     ax[2].set_ylabel("bubble / work")
     ax[2].legend()
     ax[2].set_title(f"pipeline bubble, p = {res['bubble'][0]['pp']}")
-    nic = f", NICs {res['nic']}" if res.get("nic") else ""
-    fig.suptitle(f"Lab 02 on {res['system']}{nic}")
+    fig.suptitle(_title(res))
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=110)

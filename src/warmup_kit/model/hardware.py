@@ -651,14 +651,16 @@ def hierarchy_gbps(name: str) -> dict[str, float]:
     return out
 
 
-def with_nics(name: str, nics_per_node: int) -> System:
-    """System ``name`` with only ``nics_per_node`` NICs per node (each of
-    the node's GPUs reaches the network through its share of them): the
-    single-rail network of Chapters 4 and 6 is ``with_nics(name, 1)``."""
-    s = SYSTEMS[name]
+def with_nics(system: str | System, nics_per_node: int) -> System:
+    """``system`` (a :data:`SYSTEMS` key or a system) with only
+    ``nics_per_node`` of its NICs per node (each of the node's GPUs reaches
+    the network through its share of them): the single-rail network of
+    Chapters 4 and 6 is ``with_nics(name, 1)``."""
+    s = SYSTEMS[system] if isinstance(system, str) else system
     if not 1 <= nics_per_node <= s.gpus_per_node or \
             s.gpus_per_node % nics_per_node:
         raise ValueError(f"nics_per_node must divide {s.gpus_per_node}")
+    name = system if isinstance(system, str) else s.name
     return replace(s, name=f"{name}/{nics_per_node}nic",
                    nics_per_node=nics_per_node)
 

@@ -245,14 +245,6 @@ TT_CP_WHY = ("a step between CP 2 and CP 4 the model lacks: every row holds "
              "the published one from CP 1 to 2 (1.64x, 1.53x) and 4 to 8 "
              "(1.88x, 1.95x), not from 2 to 4 (1.78x, 2.37x); what changes "
              "there is not found")
-#: torchtitan with pipeline parallelism (its parallelize_llama.py and
-#: pipelining_utils.py at the benchmark's commit, 9dec370): FSDP does not
-#: reshard after the forward ("to avoid per-microbatch all-gathers"), so
-#: the weights are gathered once per step, ZeRO-2 in the model's terms;
-#: the local batch of 32 is split into as many micro-batches as there are
-#: stages, 8 of 4. Its error is the other torchtitan H100 rows' (TT_WHY);
-#: the AsyncTP it runs is not priced and would make the model faster still
-TT_PP_WHY = TT_WHY
 #: torchtitan Tables 1 and 3, the compiled rows: (table, GPUs, technique,
 #: TPS/GPU, recorded %)
 TT_COMPILED = [(1, 8, "compile", 6667, +24.4),
@@ -305,10 +297,18 @@ H100_ROWS = [
         "torchao Float8 with dynamic per-tensor scaling: its amax "
         "reductions and the casts compile leaves unfused", tolerance=20.0,
         axes=("FSDP",)),
+    # torchtitan with pipeline parallelism (its parallelize_llama.py and
+    # pipelining_utils.py at the benchmark's commit, 9dec370): FSDP does
+    # not reshard after the forward ("to avoid per-microbatch
+    # all-gathers"), so the weights are gathered once per step, ZeRO-2 in
+    # the model's terms; the local batch of 32 is split into as many
+    # micro-batches as there are stages, 8 of 4. Its error is the other
+    # torchtitan H100 rows' (TT_WHY); the AsyncTP it runs is not priced and
+    # would make the model faster still
     Row("tt-t5-llama31-405b-3d-1f1b-fp8", L405, GRAND_TETON, 512,
         dict(tp=8, pp=8, dp=8, zero=2, global_batch=256, micro_batch=4,
              recompute="full", precision="fp8", attention_kernel="fa2"),
-        "tokens", 100, TT + ", Table 5 (1F1B)", +17.6, TT_PP_WHY,
+        "tokens", 100, TT + ", Table 5 (1F1B)", +17.6, TT_WHY,
         axes=("FSDP",)),
     Row("tt-t2-llama31-8b-cp8-256k-fp8", _seq(L8, 262144), GRAND_TETON, 8,
         dict(tp=1, pp=1, dp=1, cp=8, zero=3, global_batch=1, micro_batch=1,
@@ -357,7 +357,6 @@ NEW_ROWS = [
              fused_grad_accumulation=True, attention_kernel="fa2",
              kernels=EAGER),
         "tokens", 2162, TT_A100 + ", Llama 2 13B, no AC", +1.8,
-        
         tolerance=20.0, axes=("FSDP",)),
     Row("nemo2407-llama3-8b-cp2-fp8", L8, DGX_H100, 8,
         dict(tp=1, pp=1, dp=4, cp=2, global_batch=128, micro_batch=1,
