@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -27,9 +28,25 @@ pytestmark = [pytest.mark.multiproc]
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port free now, for a master that binds it a moment later.
+
+    Drawn below the kernel's ephemeral range: ports bound to 0 and the local
+    ends of outgoing connections come from that range, so a test running
+    beside this one cannot take the port in between (a master once lost its
+    port so, in CI: "Address already in use")."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    for port in random.sample(range(20000, max(low, 20200)), 200):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free loopback port below the ephemeral range")
 
 
 def agents(argv, *, nnodes=2, nproc=2, transport="sockets", secrets=None,
